@@ -1,0 +1,1 @@
+//! loom models of `timerpool` live in `tests/`; this library is empty.

@@ -1,0 +1,196 @@
+//! Time sources for the pool: the monotonic system clock and a manual clock
+//! for deterministic tests.
+
+use crate::sync::{Arc, Mutex, Weak};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// A monotonic time source for [`TimerPool`](crate::TimerPool).
+///
+/// The pool reads [`now`](Clock::now) under its lock every time it decides
+/// whether a task is due, so a task never starts before the clock reads its
+/// due time. A clock that only moves when told to (like [`ManualClock`])
+/// returns `None` from [`sleep_deadline`](Clock::sleep_deadline) and calls the
+/// [`Waker`]s it was given whenever it moves.
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The current time. Must never go backwards.
+    fn now(&self) -> Instant;
+
+    /// The real instant until which the leader may sleep while waiting for
+    /// `due` on this clock; `None` means "until woken". The default, right for
+    /// any clock that moves with real time, is `Some(due)`.
+    fn sleep_deadline(&self, due: Instant) -> Option<Instant> {
+        Some(due)
+    }
+
+    /// Called once by every pool built on this clock. A clock that moves by
+    /// hand must call [`Waker::wake`] on each registered waker after moving.
+    fn register(&self, waker: Waker) {
+        let _ = waker;
+    }
+}
+
+/// The default clock: [`Instant::now`], monotonic.
+///
+/// # Examples
+///
+/// ```
+/// use timerpool::{Clock, SystemClock};
+/// let a = SystemClock.now();
+/// assert!(SystemClock.now() >= a);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// Something a clock can wake: in practice a pool's leader.
+pub(crate) trait Wake: Send + Sync {
+    /// Make the waiter re-read the clock.
+    fn wake(&self);
+}
+
+/// A handle a [`Clock`] uses to wake a pool after it moved.
+#[derive(Clone)]
+pub struct Waker(Weak<dyn Wake>);
+
+impl Waker {
+    pub(crate) fn new(target: Weak<dyn Wake>) -> Self {
+        Waker(target)
+    }
+
+    /// Wake the pool; false if the pool is gone (the waker may be forgotten).
+    pub fn wake(&self) -> bool {
+        match self.0.upgrade() {
+            Some(t) => {
+                t.wake();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl fmt::Debug for Waker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Waker")
+            .field("alive", &(self.0.strong_count() > 0))
+            .finish()
+    }
+}
+
+/// A clock that moves only when told to; [`advance`](ManualClock::advance)
+/// wakes every pool built on it, so threaded tests need no sleeps.
+///
+/// Clones share the same time.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let t0 = clock.now();
+/// clock.advance(Duration::from_secs(5));
+/// assert_eq!(clock.now() - t0, Duration::from_secs(5));
+/// ```
+#[derive(Clone)]
+pub struct ManualClock(Arc<ManualInner>);
+
+struct ManualInner {
+    /// The instant the clock started at.
+    base: Instant,
+    /// How far the clock has been moved.
+    offset: Mutex<Duration>,
+    /// Pools to wake after each move.
+    wakers: Mutex<Vec<Waker>>,
+}
+
+impl ManualClock {
+    /// A clock standing at the current instant, moving only by
+    /// [`advance`](Self::advance).
+    pub fn new() -> Self {
+        ManualClock(Arc::new(ManualInner {
+            base: Instant::now(),
+            offset: Mutex::new(Duration::ZERO),
+            wakers: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Move the clock forward by `by` and wake every pool built on it.
+    /// Saturates instead of overflowing: an advance past the largest
+    /// representable instant leaves the clock at that instant.
+    pub fn advance(&self, by: Duration) {
+        {
+            let mut offset = self.0.offset.lock();
+            let wanted = offset.saturating_add(by);
+            // Keep `base + offset` representable.
+            *offset = if self.0.base.checked_add(wanted).is_some() {
+                wanted
+            } else {
+                max_offset(self.0.base, *offset, wanted)
+            };
+        }
+        // Wake outside the clock's lock: a pool reads the clock under its own
+        // lock, so holding ours while taking theirs could deadlock.
+        let wakers: Vec<Waker> = self.0.wakers.lock().clone();
+        let mut gone = false;
+        for w in &wakers {
+            gone |= !w.wake();
+        }
+        if gone {
+            self.0.wakers.lock().retain(|w| w.0.strong_count() > 0);
+        }
+    }
+
+    /// How far the clock has moved since it was made.
+    pub fn elapsed(&self) -> Duration {
+        *self.0.offset.lock()
+    }
+}
+
+/// The largest offset in `lo..=hi` that `base` can still be moved by.
+fn max_offset(base: Instant, mut lo: Duration, mut hi: Duration) -> Duration {
+    while hi > lo + Duration::from_nanos(1) {
+        let mid = lo + (hi - lo) / 2;
+        if base.checked_add(mid).is_some() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("elapsed", &self.elapsed())
+            .finish()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        self.0.base + *self.0.offset.lock()
+    }
+
+    fn sleep_deadline(&self, _due: Instant) -> Option<Instant> {
+        None
+    }
+
+    fn register(&self, waker: Waker) {
+        self.0.wakers.lock().push(waker);
+    }
+}

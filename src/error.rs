@@ -1,0 +1,77 @@
+//! The crate's one error type.
+
+use std::fmt;
+
+/// Everything the public API can refuse, with a message that says why.
+///
+/// A refused `schedule`/`submit` drops the closure it was given (outside every
+/// lock) and changes nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// A capacity of zero was requested; capacity must be positive.
+    ZeroCapacity,
+    /// A capacity above what the index can address was requested.
+    CapacityTooLarge {
+        /// The capacity asked for.
+        requested: usize,
+        /// The largest accepted capacity.
+        max: usize,
+    },
+    /// A new key arrived while `capacity` tasks were pending.
+    CapacityReached {
+        /// The configured capacity.
+        capacity: usize,
+    },
+    /// [`Scheduler::run`](crate::Scheduler::run) was given a zero time unit,
+    /// which would turn its timed wait into busy polling.
+    ZeroTimeUnit,
+    /// A pool with zero worker threads was requested.
+    ZeroWorkers,
+    /// More worker threads were requested than the pool allows.
+    TooManyWorkers {
+        /// The worker count asked for.
+        requested: usize,
+        /// The largest accepted worker count.
+        max: usize,
+    },
+    /// A claim batch of zero was requested; the leader must claim at least one task.
+    ZeroClaimBatch,
+    /// The operating system refused to start a worker thread.
+    Spawn(String),
+    /// The pool is shutting down or shut down and takes no new work.
+    ShutDown,
+    /// The due time cannot be represented on the pool's clock (for example
+    /// `Duration::MAX`, or more than about 292 years after the pool started).
+    TimeOutOfRange,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::ZeroCapacity => f.write_str("capacity must be positive, got 0"),
+            Error::CapacityTooLarge { requested, max } => {
+                write!(f, "capacity {requested} is larger than the maximum {max}")
+            }
+            Error::CapacityReached { capacity } => write!(
+                f,
+                "capacity reached: {capacity} tasks are pending and the key is new"
+            ),
+            Error::ZeroTimeUnit => {
+                f.write_str("the time unit must be positive: a zero unit would busy-poll")
+            }
+            Error::ZeroWorkers => f.write_str("a pool needs at least one worker, got 0"),
+            Error::TooManyWorkers { requested, max } => {
+                write!(f, "{requested} workers requested, the maximum is {max}")
+            }
+            Error::ZeroClaimBatch => f.write_str("the claim batch must be positive, got 0"),
+            Error::Spawn(why) => write!(f, "could not start a worker thread: {why}"),
+            Error::ShutDown => f.write_str("the pool is shut down and accepts no new tasks"),
+            Error::TimeOutOfRange => {
+                f.write_str("due time out of range: it cannot be represented on the pool's clock")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}

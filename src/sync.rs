@@ -1,0 +1,227 @@
+//! The one place where locks, condition variables, channels, atomics and
+//! threads come from.
+//!
+//! Normal builds re-export `parking_lot`, `crossbeam-channel` and `std`.
+//! Under `--cfg loom` the same names map to loom's model-checked types (see
+//! `docs/protocol.md` and `loom-tests/`), so every interleaving of the pool's
+//! protocol can be explored. No other module may name those crates directly.
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use crossbeam_channel::{unbounded, Receiver, Sender};
+    pub(crate) use parking_lot::{Condvar, Mutex};
+    pub(crate) use std::thread;
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use self::channel::{unbounded, Receiver, Sender};
+    pub(crate) use self::lock::{Condvar, Mutex};
+    pub(crate) use loom::thread;
+
+    mod lock {
+        //! loom's `Mutex`/`Condvar` in the parking_lot shape the crate uses.
+        use std::ops::{Deref, DerefMut};
+        use std::time::{Duration, Instant};
+
+        /// A loom mutex with parking_lot's `lock()` (no poisoning).
+        #[derive(Debug)]
+        pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+        /// Guard of [`Mutex`]; `None` only while a condvar wait holds it.
+        pub(crate) struct MutexGuard<'a, T>(Option<loom::sync::MutexGuard<'a, T>>);
+
+        impl<T> Mutex<T> {
+            #[track_caller]
+            pub(crate) fn new(value: T) -> Self {
+                Mutex(loom::sync::Mutex::new(value))
+            }
+
+            #[track_caller]
+            pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+                MutexGuard(Some(self.0.lock().unwrap_or_else(|e| e.into_inner())))
+            }
+        }
+
+        impl<T> Deref for MutexGuard<'_, T> {
+            type Target = T;
+            fn deref(&self) -> &T {
+                self.0.as_ref().expect("guard held")
+            }
+        }
+
+        impl<T> DerefMut for MutexGuard<'_, T> {
+            fn deref_mut(&mut self) -> &mut T {
+                self.0.as_mut().expect("guard held")
+            }
+        }
+
+        /// What a timed wait reports; loom never times out.
+        #[derive(Debug, Clone, Copy)]
+        pub(crate) struct WaitTimeoutResult;
+
+        impl WaitTimeoutResult {
+            /// Always false under loom.
+            #[allow(dead_code)] // mirrors parking_lot's API
+            pub(crate) fn timed_out(&self) -> bool {
+                false
+            }
+        }
+
+        /// A loom condvar with parking_lot's `wait(&mut guard)` shape.
+        #[derive(Debug)]
+        pub(crate) struct Condvar(loom::sync::Condvar);
+
+        impl Condvar {
+            #[track_caller]
+            pub(crate) fn new() -> Self {
+                Condvar(loom::sync::Condvar::new())
+            }
+
+            #[track_caller]
+            pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+                let g = guard.0.take().expect("guard held");
+                let g = self.0.wait(g).unwrap_or_else(|e| e.into_inner());
+                guard.0 = Some(g);
+            }
+
+            /// Untimed under loom: the deadline is ignored.
+            #[track_caller]
+            pub(crate) fn wait_until<T>(
+                &self,
+                guard: &mut MutexGuard<'_, T>,
+                _deadline: Instant,
+            ) -> WaitTimeoutResult {
+                self.wait(guard);
+                WaitTimeoutResult
+            }
+
+            /// Untimed under loom: the timeout is ignored.
+            #[track_caller]
+            pub(crate) fn wait_for<T>(
+                &self,
+                guard: &mut MutexGuard<'_, T>,
+                _timeout: Duration,
+            ) -> WaitTimeoutResult {
+                self.wait(guard);
+                WaitTimeoutResult
+            }
+
+            #[track_caller]
+            pub(crate) fn notify_one(&self) {
+                self.0.notify_one();
+            }
+
+            #[track_caller]
+            pub(crate) fn notify_all(&self) {
+                self.0.notify_all();
+            }
+        }
+    }
+
+    mod channel {
+        //! A multi-consumer queue for loom, which cannot see crossbeam-channel
+        //! and whose own mpsc has a single receiver. `recv` fails once every
+        //! sender is gone and the queue is empty, as crossbeam's does.
+        use super::lock::{Condvar, Mutex};
+        use std::collections::VecDeque;
+        use std::sync::Arc;
+
+        #[derive(Debug)]
+        struct Queue<T> {
+            items: VecDeque<T>,
+            senders: usize,
+        }
+
+        #[derive(Debug)]
+        struct Chan<T> {
+            queue: Mutex<Queue<T>>,
+            ready: Condvar,
+        }
+
+        /// Sending half.
+        #[derive(Debug)]
+        pub(crate) struct Sender<T>(Arc<Chan<T>>);
+
+        /// Receiving half (cloneable: many consumers).
+        #[derive(Debug)]
+        pub(crate) struct Receiver<T>(Arc<Chan<T>>);
+
+        /// The value could not be sent (never happens: receivers are not counted).
+        #[derive(Debug)]
+        pub(crate) struct SendError<T>(#[allow(dead_code)] pub(crate) T);
+
+        /// Every sender is gone and the queue is empty.
+        #[derive(Debug)]
+        pub(crate) struct RecvError;
+
+        /// A new unbounded queue.
+        #[track_caller]
+        pub(crate) fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+            let chan = Arc::new(Chan {
+                queue: Mutex::new(Queue {
+                    items: VecDeque::new(),
+                    senders: 1,
+                }),
+                ready: Condvar::new(),
+            });
+            (Sender(chan.clone()), Receiver(chan))
+        }
+
+        impl<T> Sender<T> {
+            #[track_caller]
+            pub(crate) fn send(&self, value: T) -> Result<(), SendError<T>> {
+                let mut q = self.0.queue.lock();
+                q.items.push_back(value);
+                self.0.ready.notify_one();
+                Ok(())
+            }
+        }
+
+        impl<T> Clone for Sender<T> {
+            #[track_caller]
+            fn clone(&self) -> Self {
+                self.0.queue.lock().senders += 1;
+                Sender(self.0.clone())
+            }
+        }
+
+        impl<T> Drop for Sender<T> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    return;
+                }
+                let mut q = self.0.queue.lock();
+                q.senders -= 1;
+                if q.senders == 0 {
+                    self.0.ready.notify_all();
+                }
+            }
+        }
+
+        impl<T> Receiver<T> {
+            #[track_caller]
+            pub(crate) fn recv(&self) -> Result<T, RecvError> {
+                let mut q = self.0.queue.lock();
+                loop {
+                    if let Some(v) = q.items.pop_front() {
+                        return Ok(v);
+                    }
+                    if q.senders == 0 {
+                        return Err(RecvError);
+                    }
+                    self.0.ready.wait(&mut q);
+                }
+            }
+        }
+
+        impl<T> Clone for Receiver<T> {
+            fn clone(&self) -> Self {
+                Receiver(self.0.clone())
+            }
+        }
+    }
+}
+
+pub(crate) use imp::*;
+pub(crate) use std::sync::{Arc, Weak};

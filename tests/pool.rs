@@ -1,0 +1,376 @@
+//! Tests for the pool: timing rules, outcomes, keys and shutdown.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+use timerpool::{Error, ManualClock, Outcome, TimerPool};
+
+/// Generous bound for waits that must finish; a hang fails instead of blocking CI.
+const BOUND: Duration = Duration::from_secs(20);
+
+fn manual_pool(workers: usize) -> (ManualClock, TimerPool<u64>) {
+    let clock = ManualClock::new();
+    let pool = TimerPool::builder()
+        .workers(workers)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (clock, pool)
+}
+
+fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(
+    h: timerpool::TaskHandle<T, K>,
+) -> Outcome<T> {
+    match h.wait_timeout(BOUND) {
+        Ok(o) => o,
+        Err(_) => panic!("no outcome within {BOUND:?}"),
+    }
+}
+
+#[test]
+fn never_early_start_reads_at_least_due() {
+    let (clock, pool) = manual_pool(2);
+    let mut handles = Vec::new();
+    for i in 0..50u64 {
+        let c = clock.clone();
+        let due = c.clone_now() + Duration::from_millis(10 * i);
+        handles.push((
+            due,
+            pool.schedule_at(i, due, move || c.clone_now()).unwrap(),
+        ));
+    }
+    for _ in 0..60 {
+        clock.advance(Duration::from_millis(10));
+    }
+    for (due, h) in handles {
+        let started = done(h).completed().unwrap();
+        assert!(started >= due, "started {started:?} before due {due:?}");
+    }
+}
+
+trait NowExt {
+    fn clone_now(&self) -> Instant;
+}
+impl NowExt for ManualClock {
+    fn clone_now(&self) -> Instant {
+        timerpool::Clock::now(self)
+    }
+}
+
+#[test]
+fn task_waits_for_the_manual_clock() {
+    let (clock, pool) = manual_pool(2);
+    let h = pool
+        .schedule_after(1, Duration::from_secs(3600), || 5)
+        .unwrap();
+    let h = h.wait_timeout(Duration::from_millis(50)).unwrap_err();
+    assert!(!h.is_finished());
+    clock.advance(Duration::from_secs(3599));
+    let h = h.wait_timeout(Duration::from_millis(50)).unwrap_err();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(done(h), Outcome::Completed(5));
+}
+
+#[test]
+fn earlier_task_preempts_leader_waiting_an_hour() {
+    // System clock: the leader sleeps toward a task an hour away; a task due
+    // at once must not wait for that sleep to end.
+    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
+    let far = pool
+        .schedule_after(1, Duration::from_secs(3600), || ())
+        .unwrap();
+    // A round trip through the pool: once it completes, a leader has re-read
+    // the heap and (almost surely) sleeps toward the far task.
+    let probe = pool.submit_after(Duration::ZERO, || ()).unwrap();
+    assert_eq!(done(probe), Outcome::Completed(()));
+    let start = Instant::now();
+    let near = pool
+        .schedule_after(2, Duration::from_millis(1), || ())
+        .unwrap();
+    assert_eq!(done(near), Outcome::Completed(()));
+    // Without preemption the near task would wait for the hour-long sleep and
+    // `done` would give up after BOUND.
+    assert!(start.elapsed() < BOUND);
+    assert!(far.cancel());
+}
+
+#[test]
+fn panicking_task_is_reported_and_worker_keeps_serving() {
+    let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
+    let bad = pool
+        .submit_after(Duration::ZERO, || -> u32 { panic!("boom {}", 7) })
+        .unwrap();
+    assert_eq!(done(bad), Outcome::Panicked("boom 7".to_string()));
+    let good = pool.submit_after(Duration::ZERO, || 1).unwrap();
+    assert_eq!(done(good), Outcome::Completed(1));
+}
+
+#[test]
+fn non_string_panic_payload_is_reported() {
+    let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
+    let h = pool
+        .submit_after(Duration::ZERO, || std::panic::panic_any(42u8))
+        .unwrap();
+    assert_eq!(
+        done::<(), _>(h),
+        Outcome::Panicked("<non-string panic payload>".into())
+    );
+}
+
+#[test]
+fn schedule_on_pending_key_replaces_it() {
+    let (clock, pool) = manual_pool(2);
+    let old = pool
+        .schedule_after(7, Duration::from_secs(10), || "old")
+        .unwrap();
+    let new = pool
+        .schedule_after(7, Duration::from_secs(1), || "new")
+        .unwrap();
+    assert_eq!(pool.len(), 1);
+    assert_eq!(done(old), Outcome::Replaced);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(done(new), Outcome::Completed("new"));
+}
+
+#[test]
+fn schedule_on_running_key_creates_new_pending_work() {
+    let pool = Arc::new(TimerPool::<u64>::builder().workers(2).build().unwrap());
+    let gate = Arc::new(Barrier::new(2));
+    let g = gate.clone();
+    let first = pool
+        .schedule_after(1, Duration::ZERO, move || {
+            g.wait(); // running
+            g.wait(); // released
+            "first"
+        })
+        .unwrap();
+    gate.wait(); // key 1 is now running
+    let second = pool.schedule_after(1, Duration::ZERO, || "second").unwrap();
+    assert_eq!(done(second), Outcome::Completed("second"));
+    gate.wait();
+    assert_eq!(done(first), Outcome::Completed("first"));
+}
+
+#[test]
+fn cancel_pending_returns_true_and_task_never_runs() {
+    let (clock, pool) = manual_pool(2);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let h = pool
+        .schedule_after(3, Duration::from_secs(5), move || {
+            r.fetch_add(1, Ordering::SeqCst)
+        })
+        .unwrap();
+    assert!(pool.cancel(&3));
+    assert!(!pool.cancel(&3));
+    assert!(!h.cancel());
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(done(h), Outcome::Cancelled);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn cancel_after_claim_returns_false() {
+    let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
+    let gate = Arc::new(Barrier::new(2));
+    let g = gate.clone();
+    let h = pool
+        .schedule_after(9, Duration::ZERO, move || {
+            g.wait();
+            g.wait();
+        })
+        .unwrap();
+    gate.wait(); // claimed and running
+    assert!(!pool.cancel(&9));
+    assert!(!h.cancel());
+    gate.wait();
+    assert_eq!(done(h), Outcome::Completed(()));
+}
+
+#[test]
+fn handle_cancel_does_not_cancel_a_replacement() {
+    let (_clock, pool) = manual_pool(1);
+    let old = pool
+        .schedule_after(1, Duration::from_secs(5), || 1)
+        .unwrap();
+    let new = pool
+        .schedule_after(1, Duration::from_secs(5), || 2)
+        .unwrap();
+    assert!(!old.cancel());
+    assert_eq!(pool.len(), 1);
+    assert!(new.cancel());
+    assert_eq!(done(new), Outcome::Cancelled);
+}
+
+#[test]
+fn keyless_equal_due_times_run_in_submission_order() {
+    let (clock, pool) = manual_pool(1);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let at = timerpool::Clock::now(&clock) + Duration::from_secs(1);
+    let handles: Vec<_> = (0..200)
+        .map(|i| {
+            let log = log.clone();
+            pool.submit_at(at, move || log.lock().unwrap().push(i))
+                .unwrap()
+        })
+        .collect();
+    clock.advance(Duration::from_secs(1));
+    for h in handles {
+        assert_eq!(done(h), Outcome::Completed(()));
+    }
+    assert_eq!(*log.lock().unwrap(), (0..200).collect::<Vec<_>>());
+}
+
+#[test]
+fn claim_batch_bounds_claimed_tasks_so_the_rest_stay_cancellable() {
+    let clock = ManualClock::new();
+    let pool = TimerPool::<u64>::builder()
+        .workers(1)
+        .claim_batch(4)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let gate = Arc::new(Barrier::new(2));
+    let g = gate.clone();
+    let at = timerpool::Clock::now(&clock) + Duration::from_secs(1);
+    let mut handles = vec![pool
+        .schedule_at(1, at, move || {
+            g.wait();
+            g.wait();
+        })
+        .unwrap()];
+    for k in 2..=10u64 {
+        handles.push(pool.schedule_at(k, at, || ()).unwrap());
+    }
+    clock.advance(Duration::from_secs(1)); // all ten fall due at once
+    gate.wait(); // task 1 runs on the only worker
+                 // One leadership claimed exactly one batch: keys 1..=4 (FIFO on equal due).
+    assert_eq!(pool.len(), 6);
+    assert!((2..=4u64).all(|k| !pool.cancel(&k)));
+    assert!((5..=10u64).all(|k| pool.cancel(&k)));
+    gate.wait();
+    let outcomes: Vec<_> = handles.into_iter().map(done).collect();
+    assert!(outcomes[..4].iter().all(|o| *o == Outcome::Completed(())));
+    assert!(outcomes[4..].iter().all(|o| *o == Outcome::Cancelled));
+}
+
+#[test]
+fn out_of_range_times_are_errors_not_panics() {
+    let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
+    assert_eq!(
+        pool.schedule_after(1, Duration::MAX, || ()).unwrap_err(),
+        Error::TimeOutOfRange
+    );
+    assert_eq!(
+        pool.submit_after(Duration::from_secs(300 * 365 * 24 * 3600), || ())
+            .unwrap_err(),
+        Error::TimeOutOfRange
+    );
+    // Far in the past counts as due now.
+    if let Some(past) = Instant::now().checked_sub(Duration::from_secs(3600)) {
+        let h = pool.submit_at(past, || 3).unwrap();
+        assert_eq!(done(h), Outcome::Completed(3));
+    }
+    assert!(pool.is_empty());
+}
+
+#[test]
+fn builder_rejects_bad_configuration() {
+    let e = |b: timerpool::Builder<u64>| b.build().unwrap_err();
+    assert_eq!(e(TimerPool::builder().workers(0)), Error::ZeroWorkers);
+    assert!(matches!(
+        e(TimerPool::builder().workers(1_000_000)),
+        Error::TooManyWorkers { .. }
+    ));
+    assert_eq!(e(TimerPool::builder().capacity(0)), Error::ZeroCapacity);
+    assert_eq!(
+        e(TimerPool::builder().claim_batch(0)),
+        Error::ZeroClaimBatch
+    );
+}
+
+#[test]
+fn capacity_refuses_new_keys_but_allows_replace() {
+    let (_clock, pool) = {
+        let clock = ManualClock::new();
+        let pool = TimerPool::<u64>::builder()
+            .workers(1)
+            .capacity(2)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        (clock, pool)
+    };
+    let _a = pool
+        .schedule_after(1, Duration::from_secs(1), || ())
+        .unwrap();
+    let _b = pool
+        .schedule_after(2, Duration::from_secs(1), || ())
+        .unwrap();
+    assert_eq!(
+        pool.schedule_after(3, Duration::from_secs(1), || ())
+            .unwrap_err(),
+        Error::CapacityReached { capacity: 2 }
+    );
+    assert!(pool
+        .schedule_after(2, Duration::from_secs(2), || ())
+        .is_ok());
+    assert_eq!(pool.len(), 2);
+}
+
+#[test]
+fn shutdown_runs_pending_work_then_joins() {
+    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
+    let h = pool
+        .schedule_after(1, Duration::from_millis(20), || "ran")
+        .unwrap();
+    pool.shutdown();
+    assert_eq!(h.try_outcome().unwrap(), Outcome::Completed("ran"));
+    assert_eq!(
+        pool.schedule_after(2, Duration::ZERO, || "late")
+            .unwrap_err(),
+        Error::ShutDown
+    );
+}
+
+#[test]
+fn shutdown_now_returns_pending_keys_unrun() {
+    let (_clock, pool) = manual_pool(2);
+    let a = pool
+        .schedule_after(1, Duration::from_secs(2), || ())
+        .unwrap();
+    let b = pool
+        .schedule_after(2, Duration::from_secs(1), || ())
+        .unwrap();
+    let c = pool.submit_after(Duration::from_secs(1), || ()).unwrap();
+    assert_eq!(pool.shutdown_now(), vec![2, 1]);
+    for h in [a, b, c] {
+        assert_eq!(h.try_outcome().unwrap(), Outcome::Shutdown);
+    }
+}
+
+#[test]
+fn dropping_the_pool_gives_pending_tasks_an_outcome() {
+    let (_clock, pool) = manual_pool(3);
+    let h = pool
+        .schedule_after(1, Duration::from_secs(9), || ())
+        .unwrap();
+    drop(pool);
+    assert_eq!(h.try_outcome().unwrap(), Outcome::Shutdown);
+}
+
+#[test]
+fn task_may_schedule_cancel_and_shut_down_its_own_pool() {
+    let pool = Arc::new(TimerPool::<u64>::builder().workers(2).build().unwrap());
+    let p = pool.clone();
+    let h = pool
+        .schedule_after(1, Duration::ZERO, move || {
+            let inner = p.schedule_after(2, Duration::from_secs(60), || ()).unwrap();
+            assert!(p.cancel(&2));
+            p.shutdown();
+            inner.wait()
+        })
+        .unwrap();
+    assert_eq!(done(h), Outcome::Completed(Outcome::Cancelled));
+    pool.shutdown();
+}

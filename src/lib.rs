@@ -82,3 +82,7 @@ pub use clock::{Clock, ManualClock, SystemClock, Waker};
 pub use error::Error;
 pub use pool::{Builder, Outcome, TaskHandle, TimerPool, MAX_WORKERS};
 pub use scheduler::{Scheduled, Scheduler};
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

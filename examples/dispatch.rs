@@ -203,7 +203,9 @@ fn main() {
         pool,
         trips: (0..trips).map(|_| Mutex::default()).collect(),
         counters: Counters::default(),
-        lateness: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")),
+        lateness: Mutex::new(
+            Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds"),
+        ),
         handles: Mutex::new(Vec::new()),
         resolved: Mutex::new(tx),
     });

@@ -3,13 +3,38 @@
 //!
 //! # Layout
 //!
-//! The heap array holds small copyable [`Node`]s (`due`, `seq`, slot number),
-//! so sifting moves 24-byte values and never touches keys or payloads. Keys and
-//! payloads live in a dense slot table; each slot records where its node sits in
-//! the heap, so a move costs one store into the slot table and no hashing. The
-//! hash index maps a key to its slot. Removal swaps the last slot into the hole,
-//! so the table stays dense and every vector can shrink after mass removal: the
-//! structure never holds a stale entry.
+//! Three tables, each touched as little as an operation allows (the churn
+//! profile in `docs/benchmarks.md` counts the cache misses):
+//!
+//! - The heap array holds small copyable [`Node`]s (`due`, `seq`, slot
+//!   number), so sifting moves 24-byte values and never touches keys or
+//!   payloads.
+//! - A slot table holds each entry's key, payload, real due time and stamp,
+//!   and the position of its node, so a move costs one store into the slot table and
+//!   no hashing. A removed entry's slot goes on a free list instead of moving
+//!   the last slot into the hole (which would cost a re-hash and two more
+//!   random accesses); when the table falls to a quarter full it is
+//!   compacted, so memory falls back after mass removal.
+//! - The index ([`index`]) is an open-addressing table of 8-byte buckets,
+//!   each a slot number beside 32 bits of its key's hash: a lookup costs one
+//!   cache miss in the index and one in the slot table (where the key is
+//!   compared), and growing the index never touches a key. The default hasher is foldhash with a per-process random seed: several
+//!   times cheaper than SipHash on integer keys, and keys an attacker chooses
+//!   cannot be aimed at a seed they do not know. Callers who need
+//!   cryptographic DoS resistance pass `std`'s `RandomState` to
+//!   [`IndexedHeap::with_hasher`].
+//!
+//! # Lazy later moves
+//!
+//! Replacing an entry with a *later* key does not touch the heap array at
+//! all: its node keeps the old (earlier) `(due, seq)` as a lower bound and
+//! the slot records the real one. The heap stays ordered by node keys, every
+//! node key is `<=` its entry's real key, and the root is always exact:
+//! whenever a lower-bound node reaches the root it is given its real key and
+//! sifted down (`settle_root`). Most far timers are moved or cancelled
+//! before they come near the root, so moving a deadline later costs two
+//! cache misses (index, slot) instead of a sift through the bottom levels of
+//! the heap.
 //!
 //! `seq` is a per-heap counter stamped on every insert and replace, so entries
 //! with equal due times pop in first-in, first-out order.
@@ -17,10 +42,15 @@
 //! This module has no synchronisation at all; [`crate::Scheduler`] and the pool
 //! wrap it in their own lock.
 
-use std::collections::hash_map::{Entry as MapEntry, RandomState};
-use std::collections::HashMap;
+mod index;
+
+use index::SlotIndex;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+
+/// The default hasher of the index: foldhash, seeded per process and per
+/// heap from a random source.
+pub type DefaultState = foldhash::fast::RandomState;
 
 /// Children per heap node. Four halves the depth of a binary heap and keeps a
 /// node's children in one or two cache lines.
@@ -29,12 +59,20 @@ const ARITY: usize = 4;
 /// The most entries a heap can hold: positions are stored as `u32`.
 pub const MAX_LEN: usize = u32::MAX as usize;
 
+/// End of the free list.
+const NONE: u32 = u32::MAX;
+
+/// Slot tables at most this long are never compacted.
+const FLOOR: usize = 1024;
+
 /// One heap-array element: the ordering key and where the payload lives.
 #[derive(Clone, Copy, Debug)]
 struct Node {
-    /// Due time of the entry.
+    /// Due time the node is ordered by: the entry's real due time, or a lower
+    /// bound of it after a lazy later move.
     due: i64,
-    /// Insertion stamp, the tie-breaker for equal due times.
+    /// Stamp the node is ordered by when due times tie (the entry's real
+    /// stamp, or an older one after a lazy later move).
     seq: u64,
     /// Index of the entry's slot in `slots`.
     slot: u32,
@@ -48,15 +86,26 @@ impl Node {
     }
 }
 
-/// Key, payload and heap position of one entry.
+/// Key, payload, real due time and heap position of one entry; or a free
+/// slot.
 #[derive(Debug)]
 struct Slot<K, V> {
-    /// The entry's key (also held by the index).
-    key: K,
-    /// The caller's payload.
-    value: V,
-    /// Position of this entry's node in the heap array.
+    /// The entry's key and payload; `None` while the slot is free.
+    entry: Option<(K, V)>,
+    /// The entry's real due time (its node's `due` may be lower).
+    due: i64,
+    /// The entry's real stamp (its node's `seq` may be older).
+    seq: u64,
+    /// Position of this entry's node in the heap array; for a free slot, the
+    /// next free slot.
     pos: u32,
+}
+
+impl<K, V> Slot<K, V> {
+    #[inline]
+    fn key(&self) -> &K {
+        &self.entry.as_ref().expect("an indexed slot is live").0
+    }
 }
 
 /// An entry taken out of the heap.
@@ -95,7 +144,8 @@ pub enum Inserted<V> {
 
 /// An indexed min-heap keyed by `K`, ordered by due time then insertion stamp.
 ///
-/// Insert, replace and remove-by-key are O(log n); [`peek`](Self::peek) is O(1).
+/// Insert, replace and remove-by-key are O(log n) (a replace with a later due
+/// time is O(1) until the entry nears the top); [`peek`](Self::peek) is O(1).
 ///
 /// # Examples
 ///
@@ -112,13 +162,17 @@ pub enum Inserted<V> {
 /// assert_eq!(heap.pop_due(4), None);
 /// heap.check_invariants().unwrap();
 /// ```
-pub struct IndexedHeap<K, V, S = RandomState> {
+pub struct IndexedHeap<K, V, S = DefaultState> {
     /// The heap array, in heap order.
     nodes: Vec<Node>,
-    /// Dense table of entries; `slots[nodes[p].slot].pos == p` for every `p`.
+    /// Slot table; `slots[nodes[p].slot].pos == p` for every `p`.
     slots: Vec<Slot<K, V>>,
-    /// Key → slot number.
-    index: HashMap<K, u32, S>,
+    /// First free slot, or [`NONE`].
+    free: u32,
+    /// Key hash → slot number.
+    index: SlotIndex,
+    /// Hashes keys for the index.
+    hasher: S,
     /// Next insertion stamp.
     next_seq: u64,
 }
@@ -150,7 +204,7 @@ impl<K, V, S> IndexedHeap<K, V, S> {
     pub fn peek(&self) -> Option<(i64, &K)> {
         self.nodes
             .first()
-            .map(|n| (n.due, &self.slots[n.slot as usize].key))
+            .map(|n| (n.due, self.slots[n.slot as usize].key()))
     }
 
     /// The earliest due time, in O(1).
@@ -167,9 +221,9 @@ impl<K: Hash + Eq + Clone, V> Default for IndexedHeap<K, V> {
 }
 
 impl<K: Hash + Eq + Clone, V> IndexedHeap<K, V> {
-    /// An empty heap.
+    /// An empty heap with the default hasher (foldhash, randomly seeded).
     pub fn new() -> Self {
-        Self::with_hasher(RandomState::new())
+        Self::with_hasher(DefaultState::default())
     }
 }
 
@@ -179,21 +233,29 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         IndexedHeap {
             nodes: Vec::new(),
             slots: Vec::new(),
-            index: HashMap::with_hasher(hasher),
+            free: NONE,
+            index: SlotIndex::default(),
+            hasher,
             next_seq: 0,
         }
     }
 
+    /// The slot of `key`, if present.
+    #[inline]
+    fn find(&self, hash: u64, key: &K) -> Option<u32> {
+        let slots = &self.slots;
+        self.index.find(hash, |s| slots[s as usize].key() == key)
+    }
+
     /// True when `key` has an entry.
     pub fn contains_key(&self, key: &K) -> bool {
-        self.index.contains_key(key)
+        self.find(self.hasher.hash_one(key), key).is_some()
     }
 
     /// Due time and stamp of `key`'s entry.
     pub fn get(&self, key: &K) -> Option<(i64, u64)> {
-        let slot = *self.index.get(key)?;
-        let node = self.nodes[self.slots[slot as usize].pos as usize];
-        Some((node.due, node.seq))
+        let slot = &self.slots[self.find(self.hasher.hash_one(key), key)? as usize];
+        Some((slot.due, slot.seq))
     }
 
     /// Insert `key`, or replace its due time and payload if present.
@@ -211,7 +273,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Like [`insert`](Self::insert), but a new key is refused (and given
     /// back with its payload) when the heap already holds `limit` entries.
-    /// Replacing a present key always succeeds. One hash lookup either way.
+    /// Replacing a present key always succeeds.
     pub fn try_insert(
         &mut self,
         key: K,
@@ -219,79 +281,127 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         value: V,
         limit: usize,
     ) -> Result<Inserted<V>, (K, V)> {
+        let hash = self.hasher.hash_one(&key);
         let seq = self.next_seq;
-        match self.index.entry(key) {
-            MapEntry::Occupied(occupied) => {
-                self.next_seq += 1;
-                let slot = *occupied.get() as usize;
-                let old = std::mem::replace(&mut self.slots[slot].value, value);
-                let pos = self.slots[slot].pos as usize;
-                let before = self.nodes[pos];
-                self.nodes[pos].due = due;
-                self.nodes[pos].seq = seq;
-                if self.nodes[pos].before(&before) {
-                    self.sift_up(pos);
-                } else {
-                    self.sift_down(pos);
-                }
-                Ok(Inserted::Replaced {
-                    seq,
-                    old_due: before.due,
-                    old_seq: before.seq,
-                    old,
-                })
+        if let Some(slot) = self.find(hash, &key) {
+            self.next_seq += 1;
+            let s = &mut self.slots[slot as usize];
+            let (_, old) = std::mem::replace(
+                s.entry.as_mut().expect("an indexed slot is live"),
+                (key, value),
+            );
+            let old_due = std::mem::replace(&mut s.due, due);
+            let old_seq = std::mem::replace(&mut s.seq, seq);
+            let pos = s.pos as usize;
+            if due < old_due {
+                self.move_earlier(pos, due, seq);
+            } else if pos == 0 {
+                // Later: the node's key stays as a lower bound, except at the
+                // root, which must be exact.
+                self.settle_root();
             }
-            MapEntry::Vacant(vacant) => {
-                if self.nodes.len() >= limit.min(MAX_LEN) {
-                    let key = vacant.into_key();
-                    return Err((key, value));
-                }
-                self.next_seq += 1;
-                let slot = self.slots.len() as u32;
-                let pos = self.nodes.len();
-                self.slots.push(Slot {
-                    key: vacant.key().clone(),
-                    value,
-                    pos: pos as u32,
-                });
-                vacant.insert(slot);
-                self.nodes.push(Node { due, seq, slot });
-                self.sift_up(pos);
-                Ok(Inserted::New { seq })
+            return Ok(Inserted::Replaced {
+                seq,
+                old_due,
+                old_seq,
+                old,
+            });
+        }
+        if self.nodes.len() >= limit.min(MAX_LEN) {
+            return Err((key, value));
+        }
+        self.next_seq += 1;
+        let pos = self.nodes.len();
+        let slot = self.alloc_slot(key, value, due, seq, pos as u32);
+        self.index.insert(hash, slot);
+        self.nodes.push(Node { due, seq, slot });
+        self.sift_up(pos);
+        Ok(Inserted::New { seq })
+    }
+
+    /// The entry at `pos` got the earlier real key `(due, seq)`: if that is
+    /// below its node's key, make the node exact and sift it up; otherwise
+    /// the node's key is still a lower bound.
+    fn move_earlier(&mut self, pos: usize, due: i64, seq: u64) {
+        let node = self.nodes[pos];
+        if (due, seq) < (node.due, node.seq) {
+            self.nodes[pos].due = due;
+            self.nodes[pos].seq = seq;
+            self.sift_up(pos);
+        } else if pos == 0 {
+            self.settle_root();
+        }
+    }
+
+    /// Make the root exact: while its node holds a lower bound, give it the
+    /// real key and sift it down.
+    fn settle_root(&mut self) {
+        while let Some(root) = self.nodes.first() {
+            let slot = &self.slots[root.slot as usize];
+            let (due, seq) = (slot.due, slot.seq);
+            if (due, seq) == (root.due, root.seq) {
+                return;
             }
+            self.nodes[0].due = due;
+            self.nodes[0].seq = seq;
+            self.sift_down(0);
+        }
+    }
+
+    /// Put an entry into a free slot (or a new one) and return its number.
+    fn alloc_slot(&mut self, key: K, value: V, due: i64, seq: u64, pos: u32) -> u32 {
+        let filled = Slot {
+            entry: Some((key, value)),
+            due,
+            seq,
+            pos,
+        };
+        if self.free != NONE {
+            let slot = self.free;
+            let s = &mut self.slots[slot as usize];
+            self.free = s.pos;
+            *s = filled;
+            slot
+        } else {
+            self.slots.push(filled);
+            (self.slots.len() - 1) as u32
         }
     }
 
     /// Remove `key`'s entry.
     pub fn remove(&mut self, key: &K) -> Option<Entry<K, V>> {
-        let slot = *self.index.get(key)?;
-        Some(self.remove_slot(slot))
+        let hash = self.hasher.hash_one(key);
+        let slots = &self.slots;
+        let slot = self
+            .index
+            .remove(hash, |s| slots[s as usize].key() == key)?;
+        Some(self.take(slot))
     }
 
     /// Remove `key`'s entry only if its stamp is `seq` (so a handle to a
     /// replaced entry cannot remove its replacement).
     pub fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
-        let slot = *self.index.get(key)?;
-        let pos = self.slots[slot as usize].pos as usize;
-        if self.nodes[pos].seq != seq {
+        let hash = self.hasher.hash_one(key);
+        let slot = self.find(hash, key)?;
+        if self.slots[slot as usize].seq != seq {
             return None;
         }
-        Some(self.remove_slot(slot))
+        self.unindex(hash, slot);
+        Some(self.take(slot))
     }
 
     /// Remove and return the earliest entry.
     pub fn pop(&mut self) -> Option<Entry<K, V>> {
         let slot = self.nodes.first()?.slot;
-        Some(self.remove_slot(slot))
+        let hash = self.hasher.hash_one(self.slots[slot as usize].key());
+        self.unindex(hash, slot);
+        Some(self.take(slot))
     }
 
     /// Remove and return the earliest entry if its due time is `<= now`.
     pub fn pop_due(&mut self, now: i64) -> Option<Entry<K, V>> {
         match self.nodes.first() {
-            Some(n) if n.due <= now => {
-                let slot = n.slot;
-                Some(self.remove_slot(slot))
-            }
+            Some(n) if n.due <= now => self.pop(),
             _ => None,
         }
     }
@@ -306,27 +416,53 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
     }
 
     /// Bytes held by the three tables (capacity, not length), for memory
-    /// accounting. The hash index is estimated from its capacity.
+    /// accounting.
     pub fn allocated_bytes(&self) -> usize {
         use std::mem::size_of;
         self.nodes.capacity() * size_of::<Node>()
             + self.slots.capacity() * size_of::<Slot<K, V>>()
-            + self.index.capacity() * (size_of::<(K, u32)>() + 1)
+            + self.index.allocated_bytes()
     }
 
-    /// Check heap order, index agreement and lengths.
+    /// Check heap order, index agreement, lower bounds, the exact root, the
+    /// free list and lengths.
     ///
     /// # Errors
     ///
     /// A description of the first broken invariant.
     pub fn check_invariants(&self) -> Result<(), String> {
         let n = self.nodes.len();
-        if self.slots.len() != n || self.index.len() != n {
+        if self.index.len() != n {
             return Err(format!(
-                "length mismatch: {} nodes, {} slots, {} index entries",
+                "length mismatch: {} nodes, {} index entries",
                 n,
-                self.slots.len(),
                 self.index.len()
+            ));
+        }
+        let live = self.slots.iter().filter(|s| s.entry.is_some()).count();
+        if live != n {
+            return Err(format!("{live} live slots for {n} nodes"));
+        }
+        let mut free = 0;
+        let mut f = self.free;
+        while f != NONE {
+            let s = self
+                .slots
+                .get(f as usize)
+                .ok_or_else(|| format!("free list points past the table at {f}"))?;
+            if s.entry.is_some() {
+                return Err(format!("free list holds live slot {f}"));
+            }
+            free += 1;
+            if free > self.slots.len() {
+                return Err("free list has a cycle".to_string());
+            }
+            f = s.pos;
+        }
+        if free + live != self.slots.len() {
+            return Err(format!(
+                "{free} free + {live} live slots, table has {}",
+                self.slots.len()
             ));
         }
         for (pos, node) in self.nodes.iter().enumerate() {
@@ -340,28 +476,62 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
                 .slots
                 .get(node.slot as usize)
                 .ok_or_else(|| format!("node {pos} points past the slot table"))?;
+            if slot.entry.is_none() {
+                return Err(format!("node {pos} points at free slot {}", node.slot));
+            }
             if slot.pos as usize != pos {
                 return Err(format!(
                     "slot {} says position {}, node is at {pos}",
                     node.slot, slot.pos
                 ));
             }
-            if node.seq >= self.next_seq {
-                return Err(format!("stamp {} not below next_seq", node.seq));
+            if (slot.due, slot.seq) < (node.due, node.seq) {
+                return Err(format!(
+                    "node {pos} is ordered by {:?} past its real key {:?}",
+                    (node.due, node.seq),
+                    (slot.due, slot.seq)
+                ));
+            }
+            if pos == 0 && (slot.due, slot.seq) != (node.due, node.seq) {
+                return Err(format!(
+                    "root holds a lower bound {:?} of {:?}",
+                    (node.due, node.seq),
+                    (slot.due, slot.seq)
+                ));
+            }
+            if slot.seq >= self.next_seq {
+                return Err(format!("stamp {} not below next_seq", slot.seq));
+            }
+            match self.find(self.hasher.hash_one(slot.key()), slot.key()) {
+                Some(s) if s == node.slot => {}
+                other => return Err(format!("index maps slot {}'s key to {other:?}", node.slot)),
             }
         }
-        for (i, slot) in self.slots.iter().enumerate() {
-            match self.index.get(&slot.key) {
-                Some(&s) if s as usize == i => {}
-                other => return Err(format!("index maps slot {i}'s key to {other:?}")),
+        self.index.check(|h, s| match self.slots.get(s as usize) {
+            Some(slot) if slot.entry.is_some() => {
+                if SlotIndex::short(self.hasher.hash_one(slot.key())) == h {
+                    Ok(())
+                } else {
+                    Err(format!("index holds slot {s} under a wrong hash"))
+                }
             }
-        }
-        Ok(())
+            _ => Err(format!("index holds free or missing slot {s}")),
+        })
     }
 
-    /// Take slot `slot` out of all three tables.
-    fn remove_slot(&mut self, slot: u32) -> Entry<K, V> {
-        let pos = self.slots[slot as usize].pos as usize;
+    /// Remove `slot` from the index, given its key's hash.
+    fn unindex(&mut self, hash: u64, slot: u32) {
+        self.index.remove(hash, |s| s == slot);
+    }
+
+    /// Take slot `slot` (already out of the index) out of the heap and the
+    /// slot table.
+    fn take(&mut self, slot: u32) -> Entry<K, V> {
+        let s = &mut self.slots[slot as usize];
+        let (key, value) = s.entry.take().expect("a taken slot is live");
+        let (due, seq) = (s.due, s.seq);
+        let pos = std::mem::replace(&mut s.pos, self.free) as usize;
+        self.free = slot;
         let node = self.nodes[pos];
         let last = self.nodes.pop().expect("a slot implies a node");
         if pos < self.nodes.len() {
@@ -373,36 +543,44 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
                 self.sift_down(pos);
             }
         }
-        let taken = self.slots.swap_remove(slot as usize);
-        if let Some(moved) = self.slots.get(slot as usize) {
-            // The former last slot now lives at `slot`: repoint its node and key.
-            self.nodes[moved.pos as usize].slot = slot;
-            *self
-                .index
-                .get_mut(&moved.key)
-                .expect("every slot's key is indexed") = slot;
-        }
-        self.index.remove(&taken.key);
+        self.settle_root();
         self.maybe_shrink();
         Entry {
-            key: taken.key,
-            due: node.due,
-            seq: node.seq,
-            value: taken.value,
+            key,
+            due,
+            seq,
+            value,
         }
     }
 
-    /// Give memory back once the heap has fallen to a quarter of its capacity.
+    /// Give memory back once the heap has fallen to a quarter of its slot
+    /// table: move the live slots to the front, rebuild the index, shrink.
     fn maybe_shrink(&mut self) {
-        const FLOOR: usize = 1024;
         let len = self.nodes.len();
-        let cap = self.nodes.capacity();
-        if cap > FLOOR && len < cap / 4 {
-            let target = (len * 2).max(FLOOR);
-            self.nodes.shrink_to(target);
-            self.slots.shrink_to(target);
-            self.index.shrink_to(target);
+        let cap = self.slots.capacity();
+        if cap <= FLOOR || len >= cap / 4 {
+            return;
         }
+        let target = (len * 2).max(FLOOR);
+        let mut slots: Vec<Slot<K, V>> = Vec::with_capacity(target);
+        for (pos, node) in self.nodes.iter_mut().enumerate() {
+            let old = &mut self.slots[node.slot as usize];
+            slots.push(Slot {
+                entry: old.entry.take(),
+                due: old.due,
+                seq: old.seq,
+                pos: pos as u32,
+            });
+            node.slot = (slots.len() - 1) as u32;
+        }
+        self.slots = slots;
+        self.free = NONE;
+        let mut index = SlotIndex::default();
+        for (i, s) in self.slots.iter().enumerate() {
+            index.insert(self.hasher.hash_one(s.key()), i as u32);
+        }
+        self.index = index;
+        self.nodes.shrink_to(target);
     }
 
     fn sift_up(&mut self, mut pos: usize) {
@@ -531,5 +709,64 @@ mod tests {
         assert_eq!(h.pop_due(0).map(|e| e.key), Some(3));
         assert_eq!(h.pop_due(i64::MAX - 1), None);
         assert_eq!(h.pop_due(i64::MAX).map(|e| e.key), Some(1));
+    }
+
+    #[test]
+    fn later_moves_are_lazy_but_pop_in_real_order() {
+        let mut h = IndexedHeap::new();
+        for k in 0..1000u64 {
+            h.insert(k, (k * 7919 % 1000) as i64, k);
+        }
+        // Move every key later, in an order unrelated to the heap's.
+        for k in 0..1000u64 {
+            h.insert((k * 13) % 1000, 5000 + (k * 31 % 1000) as i64, k);
+            h.check_invariants().unwrap();
+        }
+        let mut last = (i64::MIN, 0);
+        while let Some(e) = h.pop() {
+            assert!((e.due, e.seq) > last, "{:?} after {last:?}", (e.due, e.seq));
+            last = (e.due, e.seq);
+            h.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_later_move_with_a_tied_child_stays_ordered() {
+        let mut h = IndexedHeap::new();
+        h.insert("root", 1, ());
+        for k in ["a", "b", "c"] {
+            h.insert(k, 5, ());
+        }
+        h.insert("d", 5, ());
+        // "a" shares due 5 with its siblings, not its children; move the
+        // root later than its tied children.
+        h.insert("root", 5, ());
+        h.check_invariants().unwrap();
+        let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|e| e.key)).collect();
+        assert_eq!(order, vec!["a", "b", "c", "d", "root"]);
+    }
+
+    #[test]
+    fn freed_slots_are_reused_and_compacted() {
+        let mut h = IndexedHeap::new();
+        for k in 0..10_000u64 {
+            h.insert(k, k as i64, ());
+        }
+        for k in (0..10_000u64).step_by(2) {
+            h.remove(&k).unwrap();
+        }
+        for k in 10_000..15_000u64 {
+            h.insert(k, k as i64, ());
+        }
+        h.check_invariants().unwrap();
+        for k in (1..10_000u64).step_by(2) {
+            h.remove(&k).unwrap();
+            if k % 1001 == 0 {
+                h.check_invariants().unwrap();
+            }
+        }
+        h.check_invariants().unwrap();
+        assert_eq!(h.len(), 5000);
+        assert_eq!(h.pop().map(|e| e.key), Some(10_000));
     }
 }

@@ -1,6 +1,6 @@
 //! Configuration and start-up of a [`TimerPool`].
 
-use super::TimerPool;
+use super::{TimerPool, Timing};
 use crate::clock::{Clock, SystemClock};
 use crate::heap::MAX_LEN;
 use crate::sync::Arc;
@@ -8,6 +8,10 @@ use crate::Error;
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
+use std::time::Duration;
+
+/// The longest spin window [`Builder::spin_before_due`] accepts: one second.
+pub const MAX_SPIN: Duration = Duration::from_secs(1);
 
 /// The most worker threads a pool accepts.
 pub const MAX_WORKERS: usize = 1024;
@@ -37,6 +41,10 @@ pub struct Builder<K> {
     clock: Arc<dyn Clock>,
     /// Most tasks one leadership claims.
     claim_batch: usize,
+    /// How long before a due time the leader stops sleeping and yields.
+    spin_before_due: Duration,
+    /// Whether the leader wakes early by its measured wake-up latency.
+    adaptive_wake: bool,
     /// The key type.
     _key: PhantomData<fn(K)>,
 }
@@ -49,6 +57,8 @@ impl<K> fmt::Debug for Builder<K> {
             .field("thread_name", &self.thread_name)
             .field("clock", &self.clock)
             .field("claim_batch", &self.claim_batch)
+            .field("spin_before_due", &self.spin_before_due)
+            .field("adaptive_wake", &self.adaptive_wake)
             .finish()
     }
 }
@@ -61,6 +71,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             thread_name: "timerpool".to_string(),
             clock: Arc::new(SystemClock),
             claim_batch: 64,
+            spin_before_due: Duration::ZERO,
+            adaptive_wake: true,
             _key: PhantomData,
         }
     }
@@ -102,13 +114,51 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
+    /// Precision mode: the leader stops sleeping `window` before the earliest
+    /// due time and waits the rest by yielding its CPU in a loop, re-checking
+    /// the heap under the lock each round, so a task starts within a few
+    /// microseconds of its due time (never before it) at the cost of up to
+    /// one busy core while a due time is that close. The leader never spins
+    /// when no due time is within `window`: an idle pool, or one whose timers
+    /// are all further away, still sleeps. Has no effect with a clock that
+    /// moves only by hand. Default: zero (off). More than [`MAX_SPIN`] makes
+    /// [`build`](Self::build) fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder()
+    ///     .spin_before_due(Duration::from_micros(250))
+    ///     .build()
+    ///     .unwrap();
+    /// pool.shutdown();
+    /// ```
+    pub fn spin_before_due(mut self, window: Duration) -> Self {
+        self.spin_before_due = window;
+        self
+    }
+
+    /// Adaptive early wake: the leader measures how late the operating
+    /// system wakes it from timed waits, wakes that much (a smoothed
+    /// estimate, at most 1 ms) before the earliest due time, and yields the
+    /// remaining microseconds as in [`spin_before_due`](Self::spin_before_due).
+    /// Tasks start closer to their due time; they never start before it.
+    /// The cost is the CPU of those short yield loops, only while a due time
+    /// is that close. Default: on.
+    pub fn adaptive_wake(mut self, on: bool) -> Self {
+        self.adaptive_wake = on;
+        self
+    }
+
     /// Start the workers.
     ///
     /// # Errors
     ///
     /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
     /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
-    /// [`Error::ZeroClaimBatch`], or [`Error::Spawn`] if the operating
+    /// [`Error::ZeroClaimBatch`], [`Error::SpinTooLong`], or [`Error::Spawn`] if the operating
     /// system refused a thread (the ones already started are stopped).
     pub fn build(self) -> Result<TimerPool<K>, Error> {
         let workers = self.workers.unwrap_or_else(num_cpus::get);
@@ -133,12 +183,22 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         if self.claim_batch == 0 {
             return Err(Error::ZeroClaimBatch);
         }
+        if self.spin_before_due > MAX_SPIN {
+            return Err(Error::SpinTooLong {
+                requested: self.spin_before_due,
+                max: MAX_SPIN,
+            });
+        }
         TimerPool::start(
             workers,
             self.capacity,
             self.thread_name,
             self.clock,
-            self.claim_batch,
+            Timing {
+                claim_batch: self.claim_batch,
+                spin_before_due: self.spin_before_due,
+                adaptive_wake: self.adaptive_wake,
+            },
         )
     }
 }

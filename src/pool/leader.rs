@@ -8,24 +8,76 @@
 //!   clock.
 //! - The head, the clock and the mode are read under the state lock in the
 //!   same critical section that decides to wait, and re-read after every
-//!   wake: nothing is carried across a wait.
+//!   wake: nothing is carried across a wait. A yield round of the spin
+//!   window is a wait too: the lock is released, the thread yields, and the
+//!   leader starts over from the check.
+//! - The leader yields instead of sleeping only while the head's real due
+//!   instant is within the spin window (the builder's `spin_before_due`, or
+//!   the measured wake-up latency when adaptive wake is on). No due time in
+//!   the window means a plain wait, so an idle pool never spins.
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
 
 use super::task::BoxJob;
 use super::worker::Msg;
 use super::{Mode, Shared};
+use crate::sync::thread;
 use std::hash::Hash;
+use std::time::Duration;
 
 /// The leadership token. Exactly one exists per running pool; holding it is
-/// the only way to claim tasks.
+/// the only way to claim tasks. It carries what the leaders have learnt
+/// about this machine's wake-up latency, so the estimate travels with the
+/// leadership and needs no lock of its own.
 #[derive(Debug)]
-pub(crate) struct Lead(());
+pub(crate) struct Lead {
+    /// How late timed waits return, smoothed.
+    latency: WakeLatency,
+}
 
 impl Lead {
     /// The pool's one token, made once at start-up.
     pub(crate) fn first() -> Self {
-        Lead(())
+        Lead {
+            latency: WakeLatency::default(),
+        }
+    }
+}
+
+/// The most the adaptive early wake moves a wait forward.
+const MAX_EARLY: Duration = Duration::from_millis(1);
+
+/// A smoothed estimate of how late a timed wait returns after its deadline:
+/// mean plus twice the mean deviation (the round-trip estimator of TCP), so
+/// that most wakes land before the due time and the rest is yielded away.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct WakeLatency {
+    /// Smoothed lateness, nanoseconds.
+    mean: u64,
+    /// Smoothed absolute deviation, nanoseconds.
+    dev: u64,
+}
+
+impl WakeLatency {
+    /// Learn from one timed wait that returned `late` after its deadline.
+    fn observe(&mut self, late: Duration) {
+        let x = late.min(MAX_EARLY * 4).as_nanos() as u64;
+        let err = x.abs_diff(self.mean);
+        if x >= self.mean {
+            self.mean += (x - self.mean) / 8;
+        } else {
+            self.mean -= (self.mean - x) / 8;
+        }
+        if err >= self.dev {
+            self.dev += (err - self.dev) / 4;
+        } else {
+            self.dev -= (self.dev - err) / 4;
+        }
+    }
+
+    /// How much earlier than a due time to end a timed wait.
+    pub(crate) fn early(&self) -> Duration {
+        Duration::from_nanos(self.mean + 2 * self.dev).min(MAX_EARLY)
     }
 }
 
@@ -38,7 +90,11 @@ pub(crate) enum Led {
 }
 
 /// Lead until there is due work to hand off, or the pool stops.
-pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, token: Lead) -> Led {
+pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
+    shared: &Shared<K>,
+    mut token: Lead,
+) -> Led {
+    let timing = shared.timing;
     let mut batch: Vec<BoxJob> = Vec::new();
     let mut st = shared.state.lock();
     loop {
@@ -52,12 +108,34 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
             None => shared.leader_cv.wait(&mut st),
             Some(due) if due > now => match shared.real_deadline(due) {
                 Some(deadline) => {
-                    shared.leader_cv.wait_until(&mut st, deadline);
+                    let mut window = timing.spin_before_due;
+                    if timing.adaptive_wake {
+                        window = window.max(token.latency.early());
+                    }
+                    let real_now = shared.real_now();
+                    match deadline.checked_sub(window) {
+                        Some(wake_at) if wake_at > real_now => {
+                            if shared.leader_cv.wait_until(&mut st, wake_at).timed_out() {
+                                token
+                                    .latency
+                                    .observe(shared.real_now().saturating_duration_since(wake_at));
+                            }
+                        }
+                        // Within the window: give the CPU away once with the
+                        // lock released, then check everything again. A
+                        // yield, not a pure spin: on a busy machine the
+                        // workers that must run the task need that CPU.
+                        _ => {
+                            drop(st);
+                            thread::yield_now();
+                            st = shared.state.lock();
+                        }
+                    }
                 }
                 None => shared.leader_cv.wait(&mut st),
             },
             Some(_) => {
-                while batch.len() < shared.claim_batch {
+                while batch.len() < timing.claim_batch {
                     match st.heap.pop_due(now) {
                         Some(entry) => batch.push(entry.value),
                         None => break,
@@ -73,7 +151,31 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
         }
     }
     drop(st);
-    let Lead(()) = token;
+    // The token ends here: no leader follows.
+    let Lead { latency: _ } = token;
     let _ = shared.tx.send(Msg::Exit);
     Led::Exit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_latency_estimate_follows_observations_and_is_capped() {
+        let mut w = WakeLatency::default();
+        assert_eq!(w.early(), Duration::ZERO);
+        for _ in 0..200 {
+            w.observe(Duration::from_micros(50));
+        }
+        let e = w.early();
+        assert!(
+            e >= Duration::from_micros(45) && e <= Duration::from_micros(60),
+            "{e:?}"
+        );
+        for _ in 0..200 {
+            w.observe(Duration::from_secs(1));
+        }
+        assert_eq!(w.early(), MAX_EARLY);
+    }
 }

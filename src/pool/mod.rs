@@ -17,7 +17,7 @@ mod outcome;
 mod task;
 mod worker;
 
-pub use builder::{Builder, MAX_WORKERS};
+pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
 pub use outcome::{Outcome, TaskHandle};
 
 use crate::clock::{Clock, Wake, Waker};
@@ -52,6 +52,17 @@ pub(crate) enum Mode {
     Stopped,
 }
 
+/// How the leader times its waits and claims; fixed at start-up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// Most tasks one leadership claims.
+    pub(crate) claim_batch: usize,
+    /// How long before a due time the leader stops sleeping and yields.
+    pub(crate) spin_before_due: Duration,
+    /// Whether the leader wakes early by its measured wake-up latency.
+    pub(crate) adaptive_wake: bool,
+}
+
 /// State behind the pool's one lock.
 pub(crate) struct State<K> {
     /// Pending tasks, one per key.
@@ -78,8 +89,8 @@ pub(crate) struct Shared<K> {
     pub(crate) tx: Sender<Msg>,
     /// Receiving end, shared by all workers.
     pub(crate) rx: Receiver<Msg>,
-    /// Most tasks one leadership claims.
-    pub(crate) claim_batch: usize,
+    /// Claim bound, spin window, adaptive wake.
+    pub(crate) timing: Timing,
 }
 
 impl<K> Shared<K> {
@@ -98,6 +109,12 @@ impl<K> Shared<K> {
     /// `None`: until notified.
     pub(crate) fn real_deadline(&self, due: i64) -> Option<Instant> {
         self.clock.sleep_deadline(self.instant_of(due)?)
+    }
+
+    /// The real instant now (for timing the leader's own waits, never for
+    /// deciding whether a task is due).
+    pub(crate) fn real_now(&self) -> Instant {
+        Instant::now()
     }
 }
 
@@ -137,6 +154,48 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
                 Err(Error::CapacityReached { capacity })
             }
         }
+    }
+
+    /// Insert keyed jobs under one lock, all or none; see
+    /// [`TimerPool::schedule_batch_at`]. Returns each job's stamp.
+    fn insert_batch(&self, jobs: Vec<(K, i64, BoxJob)>) -> Result<Vec<u64>, Error> {
+        let mut st = self.state.lock();
+        let refused = if st.mode != Mode::Running {
+            Some(Error::ShutDown)
+        } else if st.heap.len().saturating_add(jobs.len()) > st.capacity {
+            Some(Error::CapacityReached {
+                capacity: st.capacity,
+            })
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            drop(st);
+            for (_, _, job) in jobs {
+                drop_quietly(job);
+            }
+            return Err(e);
+        }
+        let head = st.heap.peek_due();
+        let mut seqs = Vec::with_capacity(jobs.len());
+        let mut replaced = Vec::new();
+        for (key, due, job) in jobs {
+            match st.heap.insert(TaskKey::Keyed(key), due, job) {
+                Inserted::New { seq } => seqs.push(seq),
+                Inserted::Replaced { seq, old, .. } => {
+                    seqs.push(seq);
+                    replaced.push(old);
+                }
+            }
+        }
+        if st.heap.peek_due() != head {
+            self.leader_cv.notify_one();
+        }
+        drop(st);
+        for old in replaced {
+            old.abandon(Abandon::Replaced);
+        }
+        Ok(seqs)
     }
 
     /// Cancel `key`'s pending task, whichever it is.
@@ -243,7 +302,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         capacity: usize,
         thread_name: String,
         clock: Arc<dyn Clock>,
-        claim_batch: usize,
+        timing: Timing,
     ) -> Result<Self, Error> {
         let (tx, rx) = unbounded();
         let epoch = clock.now();
@@ -259,7 +318,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             epoch,
             tx,
             rx,
-            claim_batch,
+            timing,
         });
         let weak: Weak<dyn Wake> = Arc::downgrade(&shared) as Weak<dyn Wake>;
         shared.clock.register(Waker::new(weak));
@@ -363,6 +422,72 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     {
         let due = self.due_after(delay);
         self.add(None, due, f)
+    }
+
+    /// Schedule many keyed tasks under one acquisition of the pool's lock:
+    /// each `(key, at, f)` as [`schedule_at`](Self::schedule_at) would, in
+    /// order (a key that appears twice is replaced by its later entry, whose
+    /// earlier handle reports [`Outcome::Replaced`]). All or none: on error
+    /// nothing is scheduled and every closure is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimeOutOfRange`] if any `at` is out of range,
+    /// [`Error::ShutDown`] after a shutdown, and [`Error::CapacityReached`]
+    /// if the pending tasks plus the batch's length exceed the capacity
+    /// (counted before replacements, so a batch of replacements at capacity
+    /// is refused; schedule those one by one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(2).build()?;
+    /// let now = Instant::now();
+    /// let handles = pool.schedule_batch_at((0..100u64).map(|k| (k, now, move || k * 2)))?;
+    /// assert_eq!(handles.into_iter().map(|h| h.wait()).filter(Outcome::ran).count(), 100);
+    /// pool.shutdown();
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn schedule_batch_at<I, F, T>(&self, tasks: I) -> Result<Vec<TaskHandle<T, K>>, Error>
+    where
+        I: IntoIterator<Item = (K, Instant, F)>,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let tasks = tasks.into_iter();
+        let mut jobs = Vec::with_capacity(tasks.size_hint().0);
+        let mut slots = Vec::with_capacity(tasks.size_hint().0);
+        let mut bad_time = false;
+        for (key, at, f) in tasks {
+            let due = match self.due_at(at) {
+                Ok(d) => d,
+                Err(_) => {
+                    bad_time = true;
+                    0
+                }
+            };
+            let slot = Arc::new(OutcomeSlot::new());
+            jobs.push((key, due, Box::new(OneShot::new(f, slot.clone())) as BoxJob));
+            slots.push(slot);
+        }
+        if bad_time {
+            for (_, _, job) in jobs {
+                drop_quietly(job);
+            }
+            return Err(Error::TimeOutOfRange);
+        }
+        let keys: Vec<K> = jobs.iter().map(|(k, _, _)| k.clone()).collect();
+        let seqs = self.shared.insert_batch(jobs)?;
+        let pool = Arc::downgrade(&self.shared);
+        Ok(slots
+            .into_iter()
+            .zip(keys)
+            .zip(seqs)
+            .map(|((slot, key), seq)| TaskHandle::new(slot, pool.clone(), TaskKey::Keyed(key), seq))
+            .collect())
     }
 
     /// Cancel `key`'s pending task. True iff one was pending: it will never

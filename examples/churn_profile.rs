@@ -7,14 +7,17 @@
 //!     target/release/examples/churn_profile scheduler 1000000
 //! ```
 //!
-//! Implementations: `scheduler`, `pool`, `delayqueue`, `heap` (the bare
+//! Implementations: `scheduler`, `pool`, `delayqueue`, `delayqueue+map`,
+//! `heap` (the bare
 //! `IndexedHeap`). The second argument is N (default 1,000,000).
 
 #[path = "../benches/common/mod.rs"]
 mod common;
 
 use common::scramble;
-use common::workloads::{churn, Churn, ChurnDelayQueue, ChurnPool, ChurnScheduler};
+use common::workloads::{
+    churn, Churn, ChurnDelayQueue, ChurnDelayQueueMap, ChurnPool, ChurnScheduler,
+};
 use std::time::Instant;
 use timerpool::heap::IndexedHeap;
 
@@ -45,6 +48,7 @@ fn main() {
         "scheduler" => churn(n, ChurnScheduler::new),
         "pool" => churn(n, ChurnPool::new),
         "delayqueue" => churn(n, ChurnDelayQueue::new),
+        "delayqueue+map" => churn(n, ChurnDelayQueueMap::new),
         "heap" => churn(n, |_| Heap(IndexedHeap::new(), Instant::now())),
         other => panic!("unknown implementation {other}"),
     };

@@ -9,8 +9,8 @@
 //! - The heap array holds small copyable [`Node`]s (`due`, `seq`, slot
 //!   number), so sifting moves 24-byte values and never touches keys or
 //!   payloads.
-//! - A slot table holds each entry's key, payload, real due time and stamp,
-//!   and the position of its node, so a move costs one store into the slot table and
+//! - A slot table holds each entry's key and payload and the position of
+//!   its node, so a move costs one store into the slot table and
 //!   no hashing. A removed entry's slot goes on a free list instead of moving
 //!   the last slot into the hole (which would cost a re-hash and two more
 //!   random accesses); when the table falls to a quarter full it is
@@ -24,17 +24,12 @@
 //!   cryptographic DoS resistance pass `std`'s `RandomState` to
 //!   [`IndexedHeap::with_hasher`].
 //!
-//! # Lazy later moves
-//!
-//! Replacing an entry with a *later* key does not touch the heap array at
-//! all: its node keeps the old (earlier) `(due, seq)` as a lower bound and
-//! the slot records the real one. The heap stays ordered by node keys, every
-//! node key is `<=` its entry's real key, and the root is always exact:
-//! whenever a lower-bound node reaches the root it is given its real key and
-//! sifted down (`settle_root`). Most far timers are moved or cancelled
-//! before they come near the root, so moving a deadline later costs two
-//! cache misses (index, slot) instead of a sift through the bottom levels of
-//! the heap.
+//! Moves are eager. A lazy variant (a later move leaves the node's old key
+//! as a lower bound, settled when it reaches the root) was measured and
+//! dropped: when many deadlines move later, the lower bounds surface one by
+//! one and each settles with a sift from the root, which cost more than the
+//! short eager sift from the node's own position (most nodes of a 4-ary
+//! heap are leaves or next to them).
 //!
 //! `seq` is a per-heap counter stamped on every insert and replace, so entries
 //! with equal due times pop in first-in, first-out order.
@@ -68,11 +63,9 @@ const FLOOR: usize = 1024;
 /// One heap-array element: the ordering key and where the payload lives.
 #[derive(Clone, Copy, Debug)]
 struct Node {
-    /// Due time the node is ordered by: the entry's real due time, or a lower
-    /// bound of it after a lazy later move.
+    /// Due time of the entry.
     due: i64,
-    /// Stamp the node is ordered by when due times tie (the entry's real
-    /// stamp, or an older one after a lazy later move).
+    /// Insertion stamp, the tie-breaker for equal due times.
     seq: u64,
     /// Index of the entry's slot in `slots`.
     slot: u32,
@@ -86,16 +79,11 @@ impl Node {
     }
 }
 
-/// Key, payload, real due time and heap position of one entry; or a free
-/// slot.
+/// Key, payload and heap position of one entry; or a free slot.
 #[derive(Debug)]
 struct Slot<K, V> {
     /// The entry's key and payload; `None` while the slot is free.
     entry: Option<(K, V)>,
-    /// The entry's real due time (its node's `due` may be lower).
-    due: i64,
-    /// The entry's real stamp (its node's `seq` may be older).
-    seq: u64,
     /// Position of this entry's node in the heap array; for a free slot, the
     /// next free slot.
     pos: u32,
@@ -144,8 +132,7 @@ pub enum Inserted<V> {
 
 /// An indexed min-heap keyed by `K`, ordered by due time then insertion stamp.
 ///
-/// Insert, replace and remove-by-key are O(log n) (a replace with a later due
-/// time is O(1) until the entry nears the top); [`peek`](Self::peek) is O(1).
+/// Insert, replace and remove-by-key are O(log n); [`peek`](Self::peek) is O(1).
 ///
 /// # Examples
 ///
@@ -255,7 +242,8 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Due time and stamp of `key`'s entry.
     pub fn get(&self, key: &K) -> Option<(i64, u64)> {
         let slot = &self.slots[self.find(self.hasher.hash_one(key), key)? as usize];
-        Some((slot.due, slot.seq))
+        let node = self.nodes[slot.pos as usize];
+        Some((node.due, node.seq))
     }
 
     /// Insert `key`, or replace its due time and payload if present.
@@ -290,15 +278,15 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
                 s.entry.as_mut().expect("an indexed slot is live"),
                 (key, value),
             );
-            let old_due = std::mem::replace(&mut s.due, due);
-            let old_seq = std::mem::replace(&mut s.seq, seq);
             let pos = s.pos as usize;
-            if due < old_due {
-                self.move_earlier(pos, due, seq);
-            } else if pos == 0 {
-                // Later: the node's key stays as a lower bound, except at the
-                // root, which must be exact.
-                self.settle_root();
+            let before = self.nodes[pos];
+            let (old_due, old_seq) = (before.due, before.seq);
+            self.nodes[pos].due = due;
+            self.nodes[pos].seq = seq;
+            if self.nodes[pos].before(&before) {
+                self.sift_up(pos);
+            } else {
+                self.sift_down(pos);
             }
             return Ok(Inserted::Replaced {
                 seq,
@@ -312,48 +300,17 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         }
         self.next_seq += 1;
         let pos = self.nodes.len();
-        let slot = self.alloc_slot(key, value, due, seq, pos as u32);
+        let slot = self.alloc_slot(key, value, pos as u32);
         self.index.insert(hash, slot);
         self.nodes.push(Node { due, seq, slot });
         self.sift_up(pos);
         Ok(Inserted::New { seq })
     }
 
-    /// The entry at `pos` got the earlier real key `(due, seq)`: if that is
-    /// below its node's key, make the node exact and sift it up; otherwise
-    /// the node's key is still a lower bound.
-    fn move_earlier(&mut self, pos: usize, due: i64, seq: u64) {
-        let node = self.nodes[pos];
-        if (due, seq) < (node.due, node.seq) {
-            self.nodes[pos].due = due;
-            self.nodes[pos].seq = seq;
-            self.sift_up(pos);
-        } else if pos == 0 {
-            self.settle_root();
-        }
-    }
-
-    /// Make the root exact: while its node holds a lower bound, give it the
-    /// real key and sift it down.
-    fn settle_root(&mut self) {
-        while let Some(root) = self.nodes.first() {
-            let slot = &self.slots[root.slot as usize];
-            let (due, seq) = (slot.due, slot.seq);
-            if (due, seq) == (root.due, root.seq) {
-                return;
-            }
-            self.nodes[0].due = due;
-            self.nodes[0].seq = seq;
-            self.sift_down(0);
-        }
-    }
-
     /// Put an entry into a free slot (or a new one) and return its number.
-    fn alloc_slot(&mut self, key: K, value: V, due: i64, seq: u64, pos: u32) -> u32 {
+    fn alloc_slot(&mut self, key: K, value: V, pos: u32) -> u32 {
         let filled = Slot {
             entry: Some((key, value)),
-            due,
-            seq,
             pos,
         };
         if self.free != NONE {
@@ -383,7 +340,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
     pub fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
         let hash = self.hasher.hash_one(key);
         let slot = self.find(hash, key)?;
-        if self.slots[slot as usize].seq != seq {
+        if self.nodes[self.slots[slot as usize].pos as usize].seq != seq {
             return None;
         }
         self.unindex(hash, slot);
@@ -424,8 +381,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
             + self.index.allocated_bytes()
     }
 
-    /// Check heap order, index agreement, lower bounds, the exact root, the
-    /// free list and lengths.
+    /// Check heap order, index agreement, the free list and lengths.
     ///
     /// # Errors
     ///
@@ -485,22 +441,8 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
                     node.slot, slot.pos
                 ));
             }
-            if (slot.due, slot.seq) < (node.due, node.seq) {
-                return Err(format!(
-                    "node {pos} is ordered by {:?} past its real key {:?}",
-                    (node.due, node.seq),
-                    (slot.due, slot.seq)
-                ));
-            }
-            if pos == 0 && (slot.due, slot.seq) != (node.due, node.seq) {
-                return Err(format!(
-                    "root holds a lower bound {:?} of {:?}",
-                    (node.due, node.seq),
-                    (slot.due, slot.seq)
-                ));
-            }
-            if slot.seq >= self.next_seq {
-                return Err(format!("stamp {} not below next_seq", slot.seq));
+            if node.seq >= self.next_seq {
+                return Err(format!("stamp {} not below next_seq", node.seq));
             }
             match self.find(self.hasher.hash_one(slot.key()), slot.key()) {
                 Some(s) if s == node.slot => {}
@@ -529,7 +471,6 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
     fn take(&mut self, slot: u32) -> Entry<K, V> {
         let s = &mut self.slots[slot as usize];
         let (key, value) = s.entry.take().expect("a taken slot is live");
-        let (due, seq) = (s.due, s.seq);
         let pos = std::mem::replace(&mut s.pos, self.free) as usize;
         self.free = slot;
         let node = self.nodes[pos];
@@ -543,12 +484,11 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
                 self.sift_down(pos);
             }
         }
-        self.settle_root();
         self.maybe_shrink();
         Entry {
             key,
-            due,
-            seq,
+            due: node.due,
+            seq: node.seq,
             value,
         }
     }
@@ -567,8 +507,6 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
             let old = &mut self.slots[node.slot as usize];
             slots.push(Slot {
                 entry: old.entry.take(),
-                due: old.due,
-                seq: old.seq,
                 pos: pos as u32,
             });
             node.slot = (slots.len() - 1) as u32;
@@ -712,7 +650,7 @@ mod tests {
     }
 
     #[test]
-    fn later_moves_are_lazy_but_pop_in_real_order() {
+    fn moving_every_key_later_keeps_pop_order() {
         let mut h = IndexedHeap::new();
         for k in 0..1000u64 {
             h.insert(k, (k * 7919 % 1000) as i64, k);

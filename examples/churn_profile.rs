@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Implementations: `scheduler`, `pool`, `delayqueue`, `delayqueue+map`,
-//! `heap` (the bare
+//! `noop` (the harness alone, to subtract), `heap` (the bare
 //! `IndexedHeap`). The second argument is N (default 1,000,000).
 
 #[path = "../benches/common/mod.rs"]
@@ -37,6 +37,21 @@ impl Churn for Heap {
     }
 }
 
+/// Does nothing: the harness's own cost, to subtract from the others.
+struct Noop;
+
+impl Churn for Noop {
+    fn insert(&mut self, _: usize, key: u64, due: Instant) {
+        std::hint::black_box((key, due));
+    }
+    fn reschedule(&mut self, _: usize, key: u64, due: Instant) {
+        std::hint::black_box((key, due));
+    }
+    fn cancel(&mut self, _: usize, key: u64) {
+        std::hint::black_box(key);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let what = args.get(1).map(String::as_str).unwrap_or("scheduler");
@@ -50,6 +65,7 @@ fn main() {
         "delayqueue" => churn(n, ChurnDelayQueue::new),
         "delayqueue+map" => churn(n, ChurnDelayQueueMap::new),
         "heap" => churn(n, |_| Heap(IndexedHeap::new(), Instant::now())),
+        "noop" => churn(n, |_| Noop),
         other => panic!("unknown implementation {other}"),
     };
     let _ = scramble(0);

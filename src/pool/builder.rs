@@ -195,6 +195,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             self.thread_name,
             self.clock,
             Timing {
+                workers,
                 claim_batch: self.claim_batch,
                 spin_before_due: self.spin_before_due,
                 adaptive_wake: self.adaptive_wake,

@@ -142,8 +142,18 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
                     }
                 }
                 drop(st);
-                for job in batch {
-                    let _ = shared.tx.send(Msg::Run(job));
+                // One message per worker at most, not one per task: a burst
+                // costs a channel hand-off (and perhaps a wake-up) per part,
+                // while every worker still gets a share to run in parallel.
+                let parts = timing.workers.min(batch.len()).max(1);
+                let per = batch.len().div_ceil(parts);
+                let mut jobs = batch.into_iter();
+                loop {
+                    let part: Vec<BoxJob> = jobs.by_ref().take(per).collect();
+                    if part.is_empty() {
+                        break;
+                    }
+                    let _ = shared.tx.send(Msg::Run(part));
                 }
                 let _ = shared.tx.send(Msg::Lead(token));
                 return Led::HandedOff;

@@ -55,6 +55,8 @@ pub(crate) enum Mode {
 /// How the leader times its waits and claims; fixed at start-up.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timing {
+    /// Worker threads, so a claimed batch is split in at most that many parts.
+    pub(crate) workers: usize,
     /// Most tasks one leadership claims.
     pub(crate) claim_batch: usize,
     /// How long before a due time the leader stops sleeping and yields.

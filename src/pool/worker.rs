@@ -12,8 +12,8 @@ use std::hash::Hash;
 
 /// What travels through the hand-off channel.
 pub(crate) enum Msg {
-    /// A claimed task: run it and deliver its outcome.
-    Run(BoxJob),
+    /// Claimed tasks, in due order: run each and deliver its outcome.
+    Run(Vec<BoxJob>),
     /// The leadership token: exactly one exists while the pool runs.
     Lead(Lead),
     /// Stop: pass it on to the next worker, then exit.
@@ -24,7 +24,11 @@ pub(crate) enum Msg {
 pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>) {
     loop {
         match shared.rx.recv() {
-            Ok(Msg::Run(job)) => job.run(),
+            Ok(Msg::Run(jobs)) => {
+                for job in jobs {
+                    job.run();
+                }
+            }
             Ok(Msg::Lead(token)) => match leader::lead(shared, token) {
                 Led::HandedOff => {}
                 Led::Exit => return,

@@ -13,7 +13,7 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolSpin, Tokio};
+use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
 use common::workloads::{
     burst, burst_batch, churn, idle, lateness, preemption, ChurnDelayQueue, ChurnDelayQueueMap,
     ChurnNaive, ChurnPool, ChurnResult, ChurnScheduler, ChurnStp, Idle, Lateness,
@@ -249,7 +249,8 @@ fn main() {
                         1 => go!(TimerpoolSpin),
                         2 => go!(Stp),
                         3 => go!(Tokio),
-                        _ => go!(Naive),
+                        4 => go!(Naive),
+                        _ => go!(TimerpoolPlain),
                     }
                 };
                 for (i, r) in res.iter_mut().enumerate() {
@@ -289,7 +290,7 @@ fn main() {
                 &[false; 6],
             );
             let spin = &rows[1];
-            for r in &rows[2..] {
+            for r in &rows[2..5] {
                 print!("{:<24}", format!("spin250us vs {}", r.name));
                 for i in 0..4 {
                     print!(" {:>17.2}x", r.cells[i].0 / spin.cells[i].0);

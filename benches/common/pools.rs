@@ -34,6 +34,28 @@ impl Pool for Timerpool {
     }
 }
 
+/// `timerpool` with the adaptive early wake off: a plain timed wait, the
+/// baseline that shows what the early wake costs and buys.
+pub struct TimerpoolPlain(pub TimerPool<u64>);
+
+impl Pool for TimerpoolPlain {
+    fn start() -> Self {
+        TimerpoolPlain(
+            TimerPool::builder()
+                .workers(WORKERS)
+                .adaptive_wake(false)
+                .build()
+                .unwrap(),
+        )
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
+        drop(self.0.schedule_at(key, due, f).unwrap());
+    }
+    fn finish(self) {
+        self.0.shutdown_now();
+    }
+}
+
 /// `timerpool` in precision mode: `.spin_before_due(250 µs)`.
 pub struct TimerpoolSpin(pub TimerPool<u64>);
 

@@ -146,7 +146,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// remaining microseconds as in [`spin_before_due`](Self::spin_before_due).
     /// Tasks start closer to their due time; they never start before it.
     /// The cost is the CPU of those short yield loops, only while a due time
-    /// is that close. Default: on.
+    /// is that close, and at most a tenth of one core: when due times come
+    /// closer together than the wake-up latency, the leader would yield
+    /// without pause, so past that budget it sleeps to the due time until
+    /// the next 100 ms window. For precision regardless of CPU, use
+    /// [`spin_before_due`](Self::spin_before_due). Default: on.
     pub fn adaptive_wake(mut self, on: bool) -> Self {
         self.adaptive_wake = on;
         self

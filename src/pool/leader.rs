@@ -13,8 +13,9 @@
 //!   leader starts over from the check.
 //! - The leader yields instead of sleeping only while the head's real due
 //!   instant is within the spin window (the builder's `spin_before_due`, or
-//!   the measured wake-up latency when adaptive wake is on). No due time in
-//!   the window means a plain wait, so an idle pool never spins.
+//!   the measured wake-up latency when adaptive wake is on, within a yield
+//!   budget of a tenth of a core). No due time in the window means a plain
+//!   wait, so an idle pool never spins.
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
 
@@ -23,7 +24,7 @@ use super::worker::Msg;
 use super::{Mode, Shared};
 use crate::sync::thread;
 use std::hash::Hash;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The leadership token. Exactly one exists per running pool; holding it is
 /// the only way to claim tasks. It carries what the leaders have learnt
@@ -33,6 +34,8 @@ use std::time::Duration;
 pub(crate) struct Lead {
     /// How late timed waits return, smoothed.
     latency: WakeLatency,
+    /// How much the adaptive early wake has yielded lately.
+    budget: YieldBudget,
 }
 
 impl Lead {
@@ -40,6 +43,7 @@ impl Lead {
     pub(crate) fn first() -> Self {
         Lead {
             latency: WakeLatency::default(),
+            budget: YieldBudget::default(),
         }
     }
 }
@@ -81,6 +85,55 @@ impl WakeLatency {
     }
 }
 
+/// The averaging window of [`YieldBudget`].
+const BUDGET_WINDOW: Duration = Duration::from_millis(100);
+
+/// The most the adaptive early wake may yield per [`BUDGET_WINDOW`]: a
+/// tenth of one core.
+const BUDGET: Duration = Duration::from_millis(10);
+
+/// Bounds the CPU the adaptive early wake spends yielding. When due times
+/// come closer together than the wake latency, the leader would otherwise
+/// yield without pause; past the budget it sleeps to the due time like a
+/// plain timed wait until the next window. (`spin_before_due` is the
+/// caller's explicit choice and is not bounded.)
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct YieldBudget {
+    /// Start of the current window.
+    since: Option<Instant>,
+    /// Yield time charged in the current window.
+    spent: Duration,
+}
+
+impl Default for YieldBudget {
+    fn default() -> Self {
+        YieldBudget {
+            since: None,
+            spent: Duration::ZERO,
+        }
+    }
+}
+
+impl YieldBudget {
+    /// True while the current window's budget lasts (a new window starts
+    /// [`BUDGET_WINDOW`] after the last one began).
+    fn allows(&mut self, now: Instant) -> bool {
+        match self.since {
+            Some(t) if now.saturating_duration_since(t) < BUDGET_WINDOW => {}
+            _ => {
+                self.since = Some(now);
+                self.spent = Duration::ZERO;
+            }
+        }
+        self.spent < BUDGET
+    }
+
+    /// Charge one yield round.
+    fn charge(&mut self, d: Duration) {
+        self.spent += d;
+    }
+}
+
 /// How a leadership ended.
 pub(crate) enum Led {
     /// Claimed tasks and the token were sent; go back to serving.
@@ -108,11 +161,12 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
             None => shared.leader_cv.wait(&mut st),
             Some(due) if due > now => match shared.real_deadline(due) {
                 Some(deadline) => {
+                    let real_now = shared.real_now();
                     let mut window = timing.spin_before_due;
-                    if timing.adaptive_wake {
+                    if timing.adaptive_wake && token.budget.allows(real_now) {
                         window = window.max(token.latency.early());
                     }
-                    let real_now = shared.real_now();
+                    let charged = window > timing.spin_before_due;
                     match deadline.checked_sub(window) {
                         Some(wake_at) if wake_at > real_now => {
                             if shared.leader_cv.wait_until(&mut st, wake_at).timed_out() {
@@ -128,6 +182,10 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
                         _ => {
                             drop(st);
                             thread::yield_now();
+                            if charged {
+                                let spent = shared.real_now().saturating_duration_since(real_now);
+                                token.budget.charge(spent);
+                            }
                             st = shared.state.lock();
                         }
                     }
@@ -162,7 +220,10 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
     }
     drop(st);
     // The token ends here: no leader follows.
-    let Lead { latency: _ } = token;
+    let Lead {
+        latency: _,
+        budget: _,
+    } = token;
     let _ = shared.tx.send(Msg::Exit);
     Led::Exit
 }
@@ -187,5 +248,15 @@ mod tests {
             w.observe(Duration::from_secs(1));
         }
         assert_eq!(w.early(), MAX_EARLY);
+    }
+
+    #[test]
+    fn yield_budget_runs_out_and_comes_back_next_window() {
+        let mut b = YieldBudget::default();
+        let t = Instant::now();
+        assert!(b.allows(t));
+        b.charge(BUDGET);
+        assert!(!b.allows(t + BUDGET_WINDOW / 2));
+        assert!(b.allows(t + BUDGET_WINDOW));
     }
 }

@@ -224,6 +224,7 @@ fn main() {
             "scheduled-thread-pool",
             "tokio",
             "naive",
+            "timerpool-no-early-wake",
         ];
         for what in ["lateness", "preemption"] {
             if !want(what) {

@@ -146,10 +146,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// remaining microseconds as in [`spin_before_due`](Self::spin_before_due).
     /// Tasks start closer to their due time; they never start before it.
     /// The cost is the CPU of those short yield loops, only while a due time
-    /// is that close, and at most a tenth of one core: when due times come
-    /// closer together than the wake-up latency, the leader would yield
-    /// without pause, so past that budget it sleeps to the due time until
-    /// the next 100 ms window. For precision regardless of CPU, use
+    /// is that close: the leader yields only after sleeping into the early
+    /// window, so due times closer together than the wake-up latency get a
+    /// plain timed wait instead of a yield loop from one to the next, and
+    /// the yielding is capped at a tenth of one core per 100 ms. For precision regardless of CPU, use
     /// [`spin_before_due`](Self::spin_before_due). Default: on.
     pub fn adaptive_wake(mut self, on: bool) -> Self {
         self.adaptive_wake = on;

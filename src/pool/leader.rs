@@ -14,8 +14,9 @@
 //! - The leader yields instead of sleeping only while the head's real due
 //!   instant is within the spin window (the builder's `spin_before_due`, or
 //!   the measured wake-up latency when adaptive wake is on, within a yield
-//!   budget of a tenth of a core). No due time in the window means a plain
-//!   wait, so an idle pool never spins.
+//!   budget of a tenth of a core, and only after sleeping into the window).
+//!   No due time in the window means a plain wait, so an idle pool never
+//!   spins.
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
 
@@ -149,6 +150,9 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
 ) -> Led {
     let timing = shared.timing;
     let mut batch: Vec<BoxJob> = Vec::new();
+    // Set once a timed wait to the start of the early-wake window ended:
+    // from then on this leadership yields until the head is due.
+    let mut woke_early = false;
     let mut st = shared.state.lock();
     loop {
         match st.mode {
@@ -166,27 +170,40 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
                     if timing.adaptive_wake && token.budget.allows(real_now) {
                         window = window.max(token.latency.early());
                     }
-                    let charged = window > timing.spin_before_due;
+                    let in_spin = deadline
+                        .checked_sub(timing.spin_before_due)
+                        .map_or(true, |t| t <= real_now);
                     match deadline.checked_sub(window) {
                         Some(wake_at) if wake_at > real_now => {
                             if shared.leader_cv.wait_until(&mut st, wake_at).timed_out() {
-                                token
-                                    .latency
-                                    .observe(shared.real_now().saturating_duration_since(wake_at));
+                                let late = shared.real_now().saturating_duration_since(wake_at);
+                                token.latency.observe(late);
+                                woke_early = true;
                             }
                         }
-                        // Within the window: give the CPU away once with the
-                        // lock released, then check everything again. A
-                        // yield, not a pure spin: on a busy machine the
-                        // workers that must run the task need that CPU.
-                        _ => {
+                        // Within the window, after sleeping to its start (or
+                        // inside `spin_before_due`): give the CPU away once
+                        // with the lock released, then check everything
+                        // again. A yield, not a pure spin: on a busy machine
+                        // the workers that must run the task need that CPU.
+                        _ if in_spin || woke_early => {
                             drop(st);
                             thread::yield_now();
-                            if charged {
+                            if !in_spin {
                                 let spent = shared.real_now().saturating_duration_since(real_now);
                                 token.budget.charge(spent);
                             }
                             st = shared.state.lock();
+                        }
+                        // Inside the adaptive window without having slept
+                        // into it: due times come closer together than the
+                        // wake latency. Yielding from one to the next would
+                        // keep a core busy, so sleep to the due time itself.
+                        _ => {
+                            if shared.leader_cv.wait_until(&mut st, deadline).timed_out() {
+                                let late = shared.real_now().saturating_duration_since(deadline);
+                                token.latency.observe(late);
+                            }
                         }
                     }
                 }

@@ -6,7 +6,7 @@
 //! Three tables, each touched as little as an operation allows (the churn
 //! profile in `docs/benchmarks.md` counts the cache misses):
 //!
-//! - The heap array holds small copyable [`Node`]s (`due`, `seq`, slot
+//! - The heap array holds small copyable `Node`s (`due`, `seq`, slot
 //!   number), so sifting moves 24-byte values and never touches keys or
 //!   payloads.
 //! - A slot table holds each entry's key and payload and the position of
@@ -15,7 +15,7 @@
 //!   the last slot into the hole (which would cost a re-hash and two more
 //!   random accesses); when the table falls to a quarter full it is
 //!   compacted, so memory falls back after mass removal.
-//! - The index ([`index`]) is an open-addressing table of 8-byte buckets,
+//! - The index (`index.rs`) is an open-addressing table of 8-byte buckets,
 //!   each a slot number beside 32 bits of its key's hash: a lookup costs one
 //!   cache miss in the index and one in the slot table (where the key is
 //!   compared), and growing the index never touches a key. The default hasher is foldhash with a per-process random seed: several

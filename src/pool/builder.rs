@@ -1,5 +1,7 @@
 //! Configuration and start-up of a [`TimerPool`].
 
+#[cfg(loom)]
+use super::fault::Fault;
 use super::TimerPool;
 use crate::clock::{Clock, SystemClock};
 use crate::heap::MAX_LEN;
@@ -37,6 +39,9 @@ pub struct Builder<K> {
     clock: Arc<dyn Clock>,
     /// Most tasks one leadership claims.
     claim_batch: usize,
+    /// The protocol step the loom models asked to break, if any.
+    #[cfg(loom)]
+    fault: Option<Fault>,
     /// The key type.
     _key: PhantomData<fn(K)>,
 }
@@ -61,6 +66,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             thread_name: "timerpool".to_string(),
             clock: Arc::new(SystemClock),
             claim_batch: 64,
+            #[cfg(loom)]
+            fault: None,
             _key: PhantomData,
         }
     }
@@ -102,6 +109,20 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
+    /// Break one step of the protocol on purpose, so a loom model can show
+    /// it catches that break. Exists only under `--cfg loom`; the names are
+    /// listed in `docs/loom.md`.
+    ///
+    /// # Panics
+    ///
+    /// On an unknown name.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn fault(mut self, name: &str) -> Self {
+        self.fault = Some(Fault::named(name));
+        self
+    }
+
     /// Start the workers.
     ///
     /// # Errors
@@ -139,6 +160,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             self.thread_name,
             self.clock,
             self.claim_batch,
+            #[cfg(loom)]
+            self.fault,
         )
     }
 }

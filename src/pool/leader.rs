@@ -12,6 +12,8 @@
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
 
+#[cfg(loom)]
+use super::fault::Fault;
 use super::task::BoxJob;
 use super::worker::Msg;
 use super::{Mode, Shared};
@@ -41,6 +43,8 @@ pub(crate) enum Led {
 pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, token: Lead) -> Led {
     let mut batch: Vec<BoxJob> = Vec::new();
     let mut st = shared.state.lock();
+    #[cfg(loom)]
+    let mut first_now: Option<i64> = None;
     loop {
         match st.mode {
             Mode::Stopped => break,
@@ -48,6 +52,24 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
             _ => {}
         }
         let now = shared.now_ns();
+        #[cfg(loom)]
+        let now = if shared.faulty(Fault::StaleClock) {
+            *first_now.get_or_insert(now)
+        } else {
+            now
+        };
+        #[cfg(loom)]
+        if shared.faulty(Fault::UnlockBeforeWait)
+            && st.mode == Mode::Running
+            && st.heap.peek_due().map_or(true, |d| d > now)
+        {
+            drop(st);
+            st = shared.state.lock();
+            if st.mode == Mode::Running {
+                shared.leader_cv.wait(&mut st);
+            }
+            continue;
+        }
         match st.heap.peek_due() {
             None => shared.leader_cv.wait(&mut st),
             Some(due) if due > now => match shared.real_deadline(due) {
@@ -64,8 +86,21 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
                     }
                 }
                 drop(st);
+                #[cfg(loom)]
+                if shared.faulty(Fault::LeadBeforeRuns) {
+                    let _ = shared.tx.send(Msg::Lead(token));
+                    for job in batch {
+                        let _ = shared.tx.send(Msg::Run(job));
+                    }
+                    return Led::HandedOff;
+                }
                 for job in batch {
                     let _ = shared.tx.send(Msg::Run(job));
+                }
+                #[cfg(loom)]
+                if shared.faulty(Fault::DropLead) {
+                    let Lead(()) = token;
+                    return Led::HandedOff;
                 }
                 let _ = shared.tx.send(Msg::Lead(token));
                 return Led::HandedOff;

@@ -12,6 +12,8 @@
 //! - The protocol between leader and workers is in `docs/protocol.md`.
 
 mod builder;
+#[cfg(loom)]
+mod fault;
 mod leader;
 mod outcome;
 mod task;
@@ -24,6 +26,8 @@ use crate::clock::{Clock, Wake, Waker};
 use crate::heap::{IndexedHeap, Inserted};
 use crate::sync::{thread, unbounded, Arc, Condvar, Mutex, Receiver, Sender, Weak};
 use crate::Error;
+#[cfg(loom)]
+use fault::Fault;
 use outcome::{Abandon, OutcomeSlot};
 use std::fmt;
 use std::hash::Hash;
@@ -80,6 +84,9 @@ pub(crate) struct Shared<K> {
     pub(crate) rx: Receiver<Msg>,
     /// Most tasks one leadership claims.
     pub(crate) claim_batch: usize,
+    /// The protocol step the loom models asked to break, if any.
+    #[cfg(loom)]
+    pub(crate) fault: Option<Fault>,
 }
 
 impl<K> Shared<K> {
@@ -111,6 +118,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
             drop_quietly(job);
             return Err(Error::ShutDown);
         }
+        #[cfg(loom)]
+        if self.faulty(Fault::IntakeOutsideLock) {
+            drop(st);
+            st = self.state.lock();
+        }
         let key = match key {
             Some(k) => TaskKey::Keyed(k),
             None => {
@@ -119,9 +131,22 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
             }
         };
         let handle_key = key.clone();
+        #[cfg(loom)]
+        let key = if self.faulty(Fault::ReplaceKeepsOld) && st.heap.contains_key(&key) {
+            st.next_anon += 1;
+            TaskKey::Anon(st.next_anon)
+        } else {
+            key
+        };
         let head = st.heap.peek_due();
         let capacity = st.capacity;
         let result = st.heap.try_insert(key, due, job, capacity);
+        #[cfg(loom)]
+        let head = if self.faulty(Fault::NoNotifyOnNewHead) {
+            st.heap.peek_due()
+        } else {
+            head
+        };
         if st.heap.peek_due() != head {
             self.leader_cv.notify_one();
         }
@@ -141,6 +166,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
 
     /// Cancel `key`'s pending task, whichever it is.
     fn cancel(&self, key: &TaskKey<K>) -> bool {
+        #[cfg(loom)]
+        if self.faulty(Fault::CancelCheckThenRemove) {
+            return self.cancel_check_then_remove(key, None);
+        }
         let removed = self.state.lock().heap.remove(key);
         match removed {
             Some(entry) => {
@@ -153,6 +182,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
 
     /// Cancel `key`'s pending task only if it is the one stamped `seq`.
     pub(crate) fn cancel_exact(&self, key: &TaskKey<K>, seq: u64) -> bool {
+        #[cfg(loom)]
+        if self.faulty(Fault::CancelCheckThenRemove) {
+            return self.cancel_check_then_remove(key, Some(seq));
+        }
         let removed = self.state.lock().heap.remove_seq(key, seq);
         match removed {
             Some(entry) => {
@@ -244,6 +277,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         thread_name: String,
         clock: Arc<dyn Clock>,
         claim_batch: usize,
+        #[cfg(loom)] fault: Option<Fault>,
     ) -> Result<Self, Error> {
         let (tx, rx) = unbounded();
         let epoch = clock.now();
@@ -260,6 +294,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             tx,
             rx,
             claim_batch,
+            #[cfg(loom)]
+            fault,
         });
         let weak: Weak<dyn Wake> = Arc::downgrade(&shared) as Weak<dyn Wake>;
         shared.clock.register(Waker::new(weak));
@@ -399,6 +435,16 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// Called from inside one of the pool's tasks, it starts the shutdown but
     /// does not wait (a worker cannot join itself).
     pub fn shutdown(&self) {
+        #[cfg(loom)]
+        if self.shared.faulty(Fault::ShutdownNoNotify) {
+            let mut st = self.shared.state.lock();
+            if st.mode == Mode::Running {
+                st.mode = Mode::Draining;
+            }
+            drop(st);
+            self.join();
+            return;
+        }
         {
             let mut st = self.shared.state.lock();
             if st.mode == Mode::Running {

@@ -12,9 +12,8 @@
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
 
-use super::task::BoxJob;
-use super::worker::Msg;
-use super::{Mode, Shared};
+use super::worker::{Claimed, Msg};
+use super::{Mode, Shared, TaskKey, NEVER};
 use std::hash::Hash;
 
 /// The leadership token. Exactly one exists per running pool; holding it is
@@ -39,15 +38,15 @@ pub(crate) enum Led {
 
 /// Lead until there is due work to hand off, or the pool stops.
 pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, token: Lead) -> Led {
-    let mut batch: Vec<BoxJob> = Vec::new();
+    let mut batch: Vec<Claimed<K>> = Vec::new();
     let mut st = shared.state.lock();
     loop {
         match st.mode {
             Mode::Stopped => break,
-            Mode::Draining if st.heap.is_empty() => break,
+            Mode::Draining if st.drained() => break,
             _ => {}
         }
-        let now = shared.now_ns();
+        let (now_at, now) = shared.now_pair();
         match st.heap.peek_due() {
             None => shared.leader_cv.wait(&mut st),
             Some(due) if due > now => match shared.real_deadline(due) {
@@ -58,14 +57,38 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
             },
             Some(_) => {
                 while batch.len() < shared.claim_batch {
-                    match st.heap.pop_due(now) {
-                        Some(entry) => batch.push(entry.value),
-                        None => break,
+                    let Some(entry) = st.heap.pop_due(now) else {
+                        break;
+                    };
+                    if shared.exclusive && matches!(entry.key, TaskKey::Keyed(_)) {
+                        if st.busy.contains(&entry.key) {
+                            // Its key's previous task still runs: hold it
+                            // until that one returns (worker::execute).
+                            st.held.insert(entry.key.clone(), entry);
+                            continue;
+                        }
+                        st.busy.insert(entry.key.clone());
                     }
+                    if let Some(stand_in) = entry.value.stand_in() {
+                        // A periodic task stays findable under its key while
+                        // it runs.
+                        stand_in.set_seq(st.heap.next_seq());
+                        let _ = st.heap.insert(entry.key.clone(), NEVER, stand_in);
+                    }
+                    batch.push(Claimed {
+                        job: entry.value,
+                        key: entry.key,
+                        due: entry.due,
+                        claimed: now_at,
+                    });
+                }
+                if batch.is_empty() {
+                    // Everything due was held back: check again.
+                    continue;
                 }
                 drop(st);
-                for job in batch {
-                    let _ = shared.tx.send(Msg::Run(job));
+                for claimed in batch {
+                    let _ = shared.tx.send(Msg::Run(claimed));
                 }
                 let _ = shared.tx.send(Msg::Lead(token));
                 return Led::HandedOff;

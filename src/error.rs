@@ -35,6 +35,8 @@ pub enum Error {
         /// The largest accepted worker count.
         max: usize,
     },
+    /// A periodic task was given a zero period or delay.
+    ZeroPeriod,
     /// A claim batch of zero was requested; the leader must claim at least one task.
     ZeroClaimBatch,
     /// The operating system refused to start a worker thread.
@@ -64,6 +66,7 @@ impl fmt::Display for Error {
             Error::TooManyWorkers { requested, max } => {
                 write!(f, "{requested} workers requested, the maximum is {max}")
             }
+            Error::ZeroPeriod => f.write_str("a periodic task needs a positive period or delay"),
             Error::ZeroClaimBatch => f.write_str("the claim batch must be positive, got 0"),
             Error::Spawn(why) => write!(f, "could not start a worker thread: {why}"),
             Error::ShutDown => f.write_str("the pool is shut down and accepts no new tasks"),

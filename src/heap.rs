@@ -262,6 +262,35 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         }
     }
 
+    /// The stamp the next insert or replace will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Put back an entry taken out earlier, keeping its stamp (so its place
+    /// among equal due times, and handles that name it by stamp, stay valid).
+    /// Returns the entry if `key` is present now, or `seq` was never issued.
+    pub fn restore(&mut self, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
+        if entry.seq >= self.next_seq || self.index.contains_key(&entry.key) {
+            return Err(entry);
+        }
+        let slot = self.slots.len() as u32;
+        let pos = self.nodes.len();
+        self.index.insert(entry.key.clone(), slot);
+        self.slots.push(Slot {
+            key: entry.key,
+            value: entry.value,
+            pos: pos as u32,
+        });
+        self.nodes.push(Node {
+            due: entry.due,
+            seq: entry.seq,
+            slot,
+        });
+        self.sift_up(pos);
+        Ok(())
+    }
+
     /// Remove `key`'s entry.
     pub fn remove(&mut self, key: &K) -> Option<Entry<K, V>> {
         let slot = *self.index.get(key)?;
@@ -294,6 +323,21 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
             }
             _ => None,
         }
+    }
+
+    /// Remove every entry whose payload satisfies `pred`, in no particular
+    /// order. O(n log n) at worst.
+    pub fn remove_where(&mut self, mut pred: impl FnMut(&V) -> bool) -> Vec<Entry<K, V>> {
+        let doomed: Vec<u32> = (0..self.slots.len() as u32)
+            .filter(|&s| pred(&self.slots[s as usize].value))
+            .collect();
+        // Remove from the highest slot down: a removal only moves the last
+        // slot, which is never one still to be removed.
+        let mut out = Vec::with_capacity(doomed.len());
+        for &slot in doomed.iter().rev() {
+            out.push(self.remove_slot(slot));
+        }
+        out
     }
 
     /// Remove every entry, in heap order.

@@ -100,7 +100,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
             }
         };
         if let Some(entry) = removed {
-            entry.value.abandon(Abandon::Cancelled);
+            self.abandon(entry.value, Abandon::Cancelled);
         }
         pending
     }

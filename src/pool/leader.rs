@@ -14,9 +14,8 @@
 
 #[cfg(loom)]
 use super::fault::Fault;
-use super::task::BoxJob;
-use super::worker::Msg;
-use super::{Mode, Shared};
+use super::worker::{Claimed, Msg};
+use super::{Mode, Shared, TaskKey, NEVER};
 use std::hash::Hash;
 
 /// The leadership token. Exactly one exists per running pool; holding it is
@@ -41,17 +40,17 @@ pub(crate) enum Led {
 
 /// Lead until there is due work to hand off, or the pool stops.
 pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, token: Lead) -> Led {
-    let mut batch: Vec<BoxJob> = Vec::new();
+    let mut batch: Vec<Claimed<K>> = Vec::new();
     let mut st = shared.state.lock();
     #[cfg(loom)]
     let mut first_now: Option<i64> = None;
     loop {
         match st.mode {
             Mode::Stopped => break,
-            Mode::Draining if st.heap.is_empty() => break,
+            Mode::Draining if st.drained() => break,
             _ => {}
         }
-        let now = shared.now_ns();
+        let (now_at, now) = shared.now_pair();
         #[cfg(loom)]
         let now = if shared.faulty(Fault::StaleClock) {
             *first_now.get_or_insert(now)
@@ -80,22 +79,46 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
             },
             Some(_) => {
                 while batch.len() < shared.claim_batch {
-                    match st.heap.pop_due(now) {
-                        Some(entry) => batch.push(entry.value),
-                        None => break,
+                    let Some(entry) = st.heap.pop_due(now) else {
+                        break;
+                    };
+                    if shared.exclusive && matches!(entry.key, TaskKey::Keyed(_)) {
+                        if st.busy.contains(&entry.key) {
+                            // Its key's previous task still runs: hold it
+                            // until that one returns (worker::execute).
+                            st.held.insert(entry.key.clone(), entry);
+                            continue;
+                        }
+                        st.busy.insert(entry.key.clone());
                     }
+                    if let Some(stand_in) = entry.value.stand_in() {
+                        // A periodic task stays findable under its key while
+                        // it runs.
+                        stand_in.set_seq(st.heap.next_seq());
+                        let _ = st.heap.insert(entry.key.clone(), NEVER, stand_in);
+                    }
+                    batch.push(Claimed {
+                        job: entry.value,
+                        key: entry.key,
+                        due: entry.due,
+                        claimed: now_at,
+                    });
+                }
+                if batch.is_empty() {
+                    // Everything due was held back: check again.
+                    continue;
                 }
                 drop(st);
                 #[cfg(loom)]
                 if shared.faulty(Fault::LeadBeforeRuns) {
                     let _ = shared.tx.send(Msg::Lead(token));
-                    for job in batch {
-                        let _ = shared.tx.send(Msg::Run(job));
+                    for claimed in batch {
+                        let _ = shared.tx.send(Msg::Run(claimed));
                     }
                     return Led::HandedOff;
                 }
-                for job in batch {
-                    let _ = shared.tx.send(Msg::Run(job));
+                for claimed in batch {
+                    let _ = shared.tx.send(Msg::Run(claimed));
                 }
                 #[cfg(loom)]
                 if shared.faulty(Fault::DropLead) {

@@ -6,25 +6,38 @@
 //! token on. See `docs/protocol.md`.
 
 use super::leader::{self, Lead, Led};
-use super::task::BoxJob;
-use super::Shared;
+use super::task::{drop_quietly, BoxJob, Next, Ran, RunCtx};
+use super::{Shared, TaskKey};
 use std::hash::Hash;
+use std::time::Instant;
+
+/// A task the leader claimed, with what the worker needs to run it.
+pub(crate) struct Claimed<K> {
+    /// The task.
+    pub(crate) job: BoxJob<K>,
+    /// Its key (for periodic re-insertion and exclusive keys).
+    pub(crate) key: TaskKey<K>,
+    /// Its due time, nanoseconds since the pool's epoch.
+    pub(crate) due: i64,
+    /// When the leader claimed it.
+    pub(crate) claimed: Instant,
+}
 
 /// What travels through the hand-off channel.
-pub(crate) enum Msg {
+pub(crate) enum Msg<K> {
     /// A claimed task: run it and deliver its outcome.
-    Run(BoxJob),
+    Run(Claimed<K>),
     /// The leadership token: exactly one exists while the pool runs.
     Lead(Lead),
     /// Stop: pass it on to the next worker, then exit.
     Exit,
 }
 
-/// A worker's whole life.
-pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>) {
+/// A worker's whole life; `index` picks its lateness histogram.
+pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usize) {
     loop {
         match shared.rx.recv() {
-            Ok(Msg::Run(job)) => job.run(),
+            Ok(Msg::Run(claimed)) => execute(shared, index, claimed),
             Ok(Msg::Lead(token)) => match leader::lead(shared, token) {
                 Led::HandedOff => {}
                 Led::Exit => return,
@@ -36,5 +49,74 @@ pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>) {
                 return;
             }
         }
+    }
+}
+
+/// Run (or expire) one claimed task outside every lock, then put a periodic
+/// task back and release an exclusive key under the lock.
+fn execute<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
+    let (started, started_ns) = shared.now_pair();
+    let ctx = RunCtx {
+        due: c.due,
+        due_at: shared.instant_of(c.due).unwrap_or(started),
+        claimed: c.claimed,
+        started,
+        started_ns,
+    };
+    let late = started_ns.saturating_sub(c.due);
+    let stale = matches!(shared.expire_after, Some(tolerance) if late > tolerance);
+    let (ran, next) = if stale {
+        (Ran::Expired, c.job.expire(&ctx))
+    } else {
+        shared.counters.record_lateness(index, late);
+        c.job.run(&ctx, &|| shared.now_pair())
+    };
+    match &next {
+        Next::Done => shared.counters.finished(ran),
+        Next::Again { .. } | Next::Stop { .. } => shared.counters.periodic_run(ran),
+    }
+    let exclusive = shared.exclusive && matches!(c.key, TaskKey::Keyed(_));
+    if matches!(next, Next::Done) && !exclusive {
+        return;
+    }
+
+    let mut to_drop: Option<BoxJob<K>> = None;
+    let mut to_finish = None;
+    {
+        let mut st = shared.state.lock();
+        let head = st.heap.peek_due();
+        match next {
+            Next::Done => {}
+            Next::Again { due, job } => {
+                // Put the task back only in place of its own stand-in; if the
+                // stand-in is gone, whoever removed it delivered the outcome.
+                if st.heap.get(&c.key).map(|(_, seq)| seq) == Some(job.seq()) {
+                    job.set_seq(st.heap.next_seq());
+                    let _ = st.heap.insert(c.key.clone(), due, job);
+                } else {
+                    to_drop = Some(job);
+                }
+            }
+            Next::Stop { job, outcome } => {
+                if st.heap.remove_seq(&c.key, job.seq()).is_some() {
+                    to_finish = Some((job, outcome));
+                } else {
+                    to_drop = Some(job);
+                }
+            }
+        }
+        if exclusive {
+            st.release_key(&c.key);
+        }
+        if st.heap.peek_due() != head {
+            shared.leader_cv.notify_one();
+        }
+    }
+    if let Some(job) = to_drop {
+        drop_quietly(job);
+    }
+    if let Some((job, outcome)) = to_finish {
+        shared.counters.stopped_by_panic();
+        job.finish(outcome);
     }
 }

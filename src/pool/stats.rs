@@ -12,8 +12,8 @@ const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
 
 /// A snapshot of a pool's counters.
 ///
-/// For one-shot tasks, `scheduled == completed + panicked + expired +
-/// cancelled + replaced + shutdown + pending`. A periodic task counts once in
+/// Once nothing is claimed or running, `scheduled == completed + panicked +
+/// expired + cancelled + replaced + shutdown + pending`. A periodic task counts once in
 /// `scheduled` and once in the outcome that stopped it; its runs count in
 /// `periodic_runs` and `periodic_panics`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,11 +64,12 @@ pub struct Lateness {
     pub max: Duration,
 }
 
-/// The pool's live counters.
+/// The pool's live counters. Producers and workers write different cache
+/// lines, so counting does not bounce one line between them.
 #[derive(Debug)]
 pub(crate) struct Counters {
-    scheduled: AtomicU64,
-    refused: AtomicU64,
+    /// Written by callers of schedule/submit.
+    intake: Intake,
     completed: AtomicU64,
     panicked: AtomicU64,
     expired: AtomicU64,
@@ -81,12 +82,22 @@ pub(crate) struct Counters {
     lateness: Vec<Mutex<Histogram<u64>>>,
 }
 
+/// Counters written on the scheduling side, on their own cache lines.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Intake {
+    scheduled: AtomicU64,
+    refused: AtomicU64,
+}
+
 impl Counters {
     pub(crate) fn new(workers: usize) -> Self {
         let z = || AtomicU64::new(0);
         Counters {
-            scheduled: z(),
-            refused: z(),
+            intake: Intake {
+                scheduled: z(),
+                refused: z(),
+            },
             completed: z(),
             panicked: z(),
             expired: z(),
@@ -107,11 +118,11 @@ impl Counters {
     }
 
     pub(crate) fn scheduled(&self) {
-        self.scheduled.fetch_add(1, Relaxed);
+        self.intake.scheduled.fetch_add(1, Relaxed);
     }
 
     pub(crate) fn refused(&self) {
-        self.refused.fetch_add(1, Relaxed);
+        self.intake.refused.fetch_add(1, Relaxed);
     }
 
     /// A task or periodic task left the pool unrun (or stopped) for `why`.
@@ -169,8 +180,8 @@ impl Counters {
         }
         let q = |q: f64| Duration::from_nanos(all.value_at_quantile(q));
         Stats {
-            scheduled: self.scheduled.load(Relaxed),
-            refused: self.refused.load(Relaxed),
+            scheduled: self.intake.scheduled.load(Relaxed),
+            refused: self.intake.refused.load(Relaxed),
             completed: self.completed.load(Relaxed),
             panicked: self.panicked.load(Relaxed),
             expired: self.expired.load(Relaxed),

@@ -65,3 +65,11 @@ fn lead_before_runs_is_caught() {
 fn stale_clock_after_wake_is_caught() {
     hand_off(2, Some("stale-clock"));
 }
+
+/// The moved clock notifies without the pool lock: the notify lands between
+/// the new leader's clock read and its wait, and nobody wakes it again.
+#[test]
+#[should_panic(expected = "deadlock: thread 0 (main) in src/pool/outcome.rs")]
+fn wake_without_lock_is_caught() {
+    hand_off(2, Some("wake-without-lock"));
+}

@@ -38,6 +38,10 @@ pub(crate) enum Fault {
     /// `schedule` checks that the pool is running in one critical section and
     /// inserts in another: a task can go in after the workers exited.
     IntakeOutsideLock,
+    /// A moved manual clock notifies the leader without taking the pool
+    /// lock: the notify can fall between the leader's clock read and its
+    /// wait.
+    WakeWithoutLock,
     /// The leader sends the claimed tasks but drops the lead token.
     DropLead,
     /// The leader sends the lead token before the claimed tasks, so the next
@@ -48,7 +52,7 @@ pub(crate) enum Fault {
 impl Fault {
     /// Every fault with the name [`Builder::fault`](super::Builder::fault)
     /// takes.
-    const ALL: [(&'static str, Fault); 9] = [
+    const ALL: [(&'static str, Fault); 10] = [
         ("no-notify-on-new-head", Fault::NoNotifyOnNewHead),
         ("unlock-before-wait", Fault::UnlockBeforeWait),
         ("stale-clock", Fault::StaleClock),
@@ -56,6 +60,7 @@ impl Fault {
         ("replace-keeps-old", Fault::ReplaceKeepsOld),
         ("shutdown-no-notify", Fault::ShutdownNoNotify),
         ("intake-outside-lock", Fault::IntakeOutsideLock),
+        ("wake-without-lock", Fault::WakeWithoutLock),
         ("drop-lead", Fault::DropLead),
         ("lead-before-runs", Fault::LeadBeforeRuns),
     ];

@@ -310,6 +310,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
 
 impl<K: Send + 'static> Wake for Shared<K> {
     fn wake(&self) {
+        #[cfg(loom)]
+        if self.faulty(Fault::WakeWithoutLock) {
+            self.leader_cv.notify_one();
+            return;
+        }
         // Under the lock, so the wake cannot fall between the leader's clock
         // read and its wait.
         let _st = self.state.lock();

@@ -454,10 +454,11 @@ fn main() {
     );
 
     println!(
-        "soak: {accepted} accepted, {} refused after shutdown, {} closures created and dropped; \
+        "soak: {accepted} accepted, {} refused after shutdown, {} closures created, {} dropped; \
          RSS after warm-up {:.1} MiB, peak {:.1} MiB, end {:.1} MiB",
         get(&s.refused),
         get(&s.created),
+        get(&s.dropped),
         baseline.unwrap_or(0) as f64 / 1024.0,
         peak as f64 / 1024.0,
         rss as f64 / 1024.0

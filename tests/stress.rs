@@ -15,6 +15,8 @@
 //!   leaves no `Shutdown` outcome;
 //! - refusals are `ShutDown` only after the shutdown began (and from then on
 //!   always), `CapacityReached` only when a capacity was set.
+//! - after `shutdown_now` or the last drop, every outcome arrives without
+//!   the manual clock moving again, and no worker thread outlives the pool.
 //!
 //! `TIMERPOOL_STRESS_SCALE=N` multiplies the rounds and the operations per
 //! producer; `TIMERPOOL_STRESS_SEED=S` replays a run (the seed is printed).
@@ -325,6 +327,37 @@ struct Tally {
     shutdown: usize,
 }
 
+/// Worker-name prefix of one test's pools; each test has its own, since the
+/// tests of this binary run in parallel.
+fn thread_prefix(ending: Ending) -> &'static str {
+    match ending {
+        Ending::Shutdown => "st-graceful",
+        Ending::ShutdownNow => "st-now",
+        Ending::Drop => "st-drop",
+    }
+}
+
+/// Wait, within [`BOUND`], until no thread whose name starts with `prefix`
+/// is left. (A joined thread may be listed for a moment after `join`.)
+fn await_no_threads_named(prefix: &str) {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let left = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with(prefix))
+            .count();
+        if left == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} worker threads named {prefix}* outlived their pool"
+        );
+        thread::yield_now();
+    }
+}
+
 fn run_round(cfg: Config) -> Tally {
     let clock = if cfg.manual {
         TestClock::Manual(ManualClock::new())
@@ -339,7 +372,7 @@ fn run_round(cfg: Config) -> Tally {
     let mut builder = TimerPool::<u32>::builder()
         .workers(cfg.workers)
         .claim_batch(cfg.claim_batch)
-        .thread_name("stress");
+        .thread_name(thread_prefix(cfg.ending));
     if let Some(c) = cfg.capacity {
         builder = builder.capacity(c);
     }
@@ -386,12 +419,18 @@ fn run_round(cfg: Config) -> Tally {
         })
     };
     let logs: Vec<ProducerLog> = producers.into_iter().map(|p| p.join().unwrap()).collect();
-    // No more intake: move a manual clock past every due time, so a graceful
-    // shutdown can finish.
-    if let TestClock::Manual(c) = &clock {
-        c.advance(clock.max_delay() + Duration::from_millis(1));
+    if cfg.ending == Ending::Shutdown {
+        // No more intake: move a manual clock past every due time, so the
+        // graceful shutdown can finish. shutdown_now and drop must not leave
+        // anything waiting for the clock, so for them it stays where it is.
+        if let TestClock::Manual(c) = &clock {
+            c.advance(clock.max_delay() + Duration::from_millis(1));
+        }
     }
     let returned_keys = closer.join().unwrap();
+    // The pool is gone (its last reference dropped by the closer or a
+    // producer), so its workers must be too.
+    await_no_threads_named(thread_prefix(cfg.ending));
 
     // Every handle must be answered by now or very soon.
     let mut t = Tally::default();

@@ -70,13 +70,19 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
             continue;
         }
         match st.heap.peek_due() {
-            None => shared.leader_cv.wait(&mut st),
-            Some(due) if due > now => match shared.real_deadline(due) {
-                Some(deadline) => {
-                    shared.leader_cv.wait_until(&mut st, deadline);
+            None => {
+                shared.leader_cv.wait(&mut st);
+                st.wakeups += 1;
+            }
+            Some(due) if due > now => {
+                match shared.real_deadline(due) {
+                    Some(deadline) => {
+                        shared.leader_cv.wait_until(&mut st, deadline);
+                    }
+                    None => shared.leader_cv.wait(&mut st),
                 }
-                None => shared.leader_cv.wait(&mut st),
-            },
+                st.wakeups += 1;
+            }
             Some(_) => {
                 while batch.len() < shared.claim_batch {
                     let Some(entry) = st.heap.pop_due(now) else {

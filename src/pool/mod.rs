@@ -81,6 +81,8 @@ pub(crate) struct State<K> {
     capacity: usize,
     /// Running, draining or stopped.
     pub(crate) mode: Mode,
+    /// Times the leader returned from a wait (notify, timeout or spurious).
+    pub(crate) wakeups: u64,
 }
 
 impl<K: Hash + Eq + Clone> State<K> {
@@ -398,6 +400,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
                 next_anon: 0,
                 capacity: config.capacity,
                 mode: Mode::Running,
+                wakeups: 0,
             }),
             leader_cv: Condvar::new(),
             clock: config.clock,
@@ -645,8 +648,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// The pool's counters and lateness percentiles.
     pub fn stats(&self) -> Stats {
-        let pending = self.shared.state.lock().pending();
-        self.shared.counters.snapshot(pending)
+        let (pending, wakeups) = {
+            let st = self.shared.state.lock();
+            (st.pending(), st.wakeups)
+        };
+        self.shared.counters.snapshot(pending, wakeups)
     }
 
     /// Cancel `key`'s pending task. True iff one was pending: it will never

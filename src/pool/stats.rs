@@ -42,6 +42,10 @@ pub struct Stats {
     pub periodic_panics: u64,
     /// Tasks pending now (periodic tasks while live).
     pub pending: usize,
+    /// Times a leader woke from its wait (a notify, its deadline, or a
+    /// spurious wakeup). An idle pool does not wake; a pool with one far
+    /// timer wakes about once, at its time.
+    pub leader_wakeups: u64,
     /// How late runs started.
     pub lateness: Lateness,
 }
@@ -171,7 +175,7 @@ impl Counters {
         }
     }
 
-    pub(crate) fn snapshot(&self, pending: usize) -> Stats {
+    pub(crate) fn snapshot(&self, pending: usize, leader_wakeups: u64) -> Stats {
         let mut all = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_NS, 2)
             .expect("constant histogram bounds are valid");
         for h in &self.lateness {
@@ -191,6 +195,7 @@ impl Counters {
             periodic_runs: self.periodic_runs.load(Relaxed),
             periodic_panics: self.periodic_panics.load(Relaxed),
             pending,
+            leader_wakeups,
             lateness: Lateness {
                 count: all.len(),
                 p50: q(0.5),

@@ -4,7 +4,8 @@
 //!
 //! Checked after every round:
 //! - every accepted task has exactly one outcome, and completed + panicked +
-//!   cancelled + replaced + shutdown == accepted;
+//!   cancelled + replaced + shutdown + expired == accepted (expired only in
+//!   rounds with a staleness tolerance);
 //! - the outcome matches what happened to the closure (ran or not, returned
 //!   or panicked, with its own id);
 //! - no closure ran twice, and every closure, accepted or refused, run or
@@ -16,7 +17,9 @@
 //! - refusals are `ShutDown` only after the shutdown began (and from then on
 //!   always), `CapacityReached` only when a capacity was set.
 //! - after `shutdown_now` or the last drop, every outcome arrives without
-//!   the manual clock moving again, and no worker thread outlives the pool.
+//!   the manual clock moving again, and no worker thread outlives the pool;
+//! - with exclusive keys, no two tasks of one key ever run at once;
+//! - the pool's own counters (`stats()`) agree with the outcomes.
 //!
 //! `TIMERPOOL_STRESS_SCALE=N` multiplies the rounds and the operations per
 //! producer; `TIMERPOOL_STRESS_SEED=S` replays a run (the seed is printed).
@@ -29,7 +32,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Once, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
-use timerpool::{Clock, Error, ManualClock, Outcome, TaskHandle, TimerPool};
+use timerpool::{Clock, Error, ManualClock, Outcome, Stats, TaskHandle, TimerPool};
 
 /// Generous bound for waits that must finish; a hang fails instead of blocking CI.
 const BOUND: Duration = Duration::from_secs(20);
@@ -115,6 +118,9 @@ enum Ending {
     Drop,
 }
 
+/// Per key: a task of this key is running now (checked with exclusive keys).
+type Running = Vec<AtomicBool>;
+
 /// What happened to one closure, written by the closure and its guard.
 #[derive(Default)]
 struct Record {
@@ -145,6 +151,9 @@ struct Config {
     workers: usize,
     claim_batch: usize,
     capacity: Option<usize>,
+    exclusive_keys: bool,
+    /// Staleness tolerance: later starts are skipped as `Expired`.
+    expire_after: Option<Duration>,
     manual: bool,
     ending: Ending,
     /// Percentage of all operations done when the shutdown is triggered.
@@ -160,6 +169,10 @@ impl Config {
             workers: rng.gen_range(1..=4),
             claim_batch: [1, 4, 64][rng.gen_range(0..3)],
             capacity: rng.gen_bool(0.3).then_some(KEYS as usize / 2),
+            exclusive_keys: rng.gen_bool(0.3),
+            expire_after: rng
+                .gen_bool(0.3)
+                .then(|| Duration::from_micros(rng.gen_range(1_000..10_000))),
             manual: rng.gen_bool(0.6),
             ending,
             trigger_pct: rng.gen_range(30..=90),
@@ -193,6 +206,10 @@ struct Round {
     closing: AtomicBool,
     /// Operations done by all producers.
     progress: AtomicUsize,
+    /// Which keys have a task running.
+    running: Running,
+    /// Two tasks of one key ran at once although keys are exclusive.
+    overlaps: AtomicUsize,
     /// The producer that triggers the shutdown waits here for the closer, so
     /// the rest of the operations race with the shutdown.
     closing_started: Barrier,
@@ -253,7 +270,7 @@ fn producer(
                 } else {
                     now + rng.gen_range(Duration::ZERO..=round.clock.max_delay())
                 };
-                let f = task(&round, id, due, panics);
+                let f = task(&round, id, key, due, panics);
                 let result = match key {
                     Some(k) => pool.schedule_at(k, due, f),
                     None => pool.submit_at(due, f),
@@ -292,6 +309,7 @@ fn producer(
 fn task(
     round: &Arc<Round>,
     id: usize,
+    key: Option<u32>,
     due: Instant,
     panics: bool,
 ) -> impl FnOnce() -> usize + Send + 'static {
@@ -299,14 +317,23 @@ fn task(
         table: round.table.clone(),
         id,
     };
-    let clock = round.clock.clone();
+    let round = round.clone();
     move || {
-        let started = clock.now();
+        let started = round.clock.now();
         let rec = &guard.table[guard.id];
         if started < due {
             rec.early.store(true, Ordering::SeqCst);
         }
         rec.runs.fetch_add(1, Ordering::SeqCst);
+        if let Some(k) = key.filter(|_| round.cfg.exclusive_keys) {
+            let running = &round.running[k as usize];
+            if running.swap(true, Ordering::SeqCst) {
+                round.overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            // Give an overlapping run a chance to show up.
+            thread::yield_now();
+            running.store(false, Ordering::SeqCst);
+        }
         if panics {
             panic!("{PANIC_TAG} {id}");
         }
@@ -325,6 +352,7 @@ struct Tally {
     cancelled: usize,
     replaced: usize,
     shutdown: usize,
+    expired: usize,
 }
 
 /// Worker-name prefix of one test's pools; each test has its own, since the
@@ -376,6 +404,10 @@ fn run_round(cfg: Config) -> Tally {
     if let Some(c) = cfg.capacity {
         builder = builder.capacity(c);
     }
+    if let Some(t) = cfg.expire_after {
+        builder = builder.expire_after(t);
+    }
+    builder = builder.exclusive_keys(cfg.exclusive_keys);
     if let TestClock::Manual(c) = &clock {
         builder = builder.clock(c.clone());
     }
@@ -386,6 +418,8 @@ fn run_round(cfg: Config) -> Tally {
         table: table.clone(),
         closing: AtomicBool::new(false),
         progress: AtomicUsize::new(0),
+        running: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
+        overlaps: AtomicUsize::new(0),
         closing_started: Barrier::new(2),
     });
 
@@ -405,15 +439,20 @@ fn run_round(cfg: Config) -> Tally {
                 .expect("producers never reached the shutdown trigger");
             round.closing.store(true, Ordering::SeqCst);
             round.closing_started.wait();
+            // After shutdown or shutdown_now return, the workers are joined
+            // and every outcome counter is final.
             match round.cfg.ending {
                 Ending::Shutdown => {
                     pool.shutdown();
-                    None
+                    (None, Some(pool.stats()))
                 }
-                Ending::ShutdownNow => Some(pool.shutdown_now()),
+                Ending::ShutdownNow => {
+                    let keys = pool.shutdown_now();
+                    (Some(keys), Some(pool.stats()))
+                }
                 Ending::Drop => {
                     drop(pool);
-                    None
+                    (None, None)
                 }
             }
         })
@@ -427,7 +466,7 @@ fn run_round(cfg: Config) -> Tally {
             c.advance(clock.max_delay() + Duration::from_millis(1));
         }
     }
-    let returned_keys = closer.join().unwrap();
+    let (returned_keys, stats) = closer.join().unwrap();
     // The pool is gone (its last reference dropped by the closer or a
     // producer), so its workers must be too.
     await_no_threads_named(thread_prefix(cfg.ending));
@@ -486,6 +525,10 @@ fn run_round(cfg: Config) -> Tally {
                                 shutdown_keys.push(k);
                             }
                         }
+                        Outcome::Expired => {
+                            assert!(cfg.expire_after.is_some(), "expired without a tolerance");
+                            t.expired += 1;
+                        }
                         _ => unreachable!(),
                     }
                 }
@@ -494,10 +537,18 @@ fn run_round(cfg: Config) -> Tally {
     }
 
     assert_eq!(
-        t.completed + t.panicked + t.cancelled + t.replaced + t.shutdown,
+        t.completed + t.panicked + t.cancelled + t.replaced + t.shutdown + t.expired,
         t.accepted,
         "{t:?}"
     );
+    assert_eq!(
+        round.overlaps.load(Ordering::SeqCst),
+        0,
+        "exclusive key ran twice at once"
+    );
+    if let Some(stats) = stats {
+        check_stats(&stats, &t);
+    }
     assert_eq!(
         cancels_true, t.cancelled,
         "successful cancels vs Cancelled outcomes"
@@ -531,6 +582,35 @@ fn run_round(cfg: Config) -> Tally {
         );
     }
     t
+}
+
+/// The pool's counters, read once its workers were joined, against the
+/// outcomes the handles reported.
+fn check_stats(s: &Stats, t: &Tally) {
+    let pool = (
+        s.scheduled,
+        s.completed,
+        s.panicked,
+        s.cancelled,
+        s.replaced,
+        s.shutdown,
+        s.expired,
+        s.pending,
+    );
+    let seen = (
+        t.accepted as u64,
+        t.completed as u64,
+        t.panicked as u64,
+        t.cancelled as u64,
+        t.replaced as u64,
+        t.shutdown as u64,
+        t.expired as u64,
+        0,
+    );
+    assert_eq!(
+        pool, seen,
+        "stats (scheduled, completed, panicked, cancelled, replaced, shutdown, expired, pending)"
+    );
 }
 
 fn stress(ending: Ending, salt: u64) {

@@ -15,7 +15,7 @@
 //! Exits non-zero if:
 //! - the accounting fails (an outcome missing or unexpected, a closure not
 //!   dropped exactly once, a task started early, cancels and `Cancelled`
-//!   outcomes disagree), or
+//!   outcomes disagree, the pool's `stats()` disagree with the outcomes), or
 //! - the resident set grows, after warm-up (the first quarter of the run, at
 //!   at least two seconds), by more than `--rss-growth-mib` (default 32 MiB) over
 //!   its size at the end of warm-up.
@@ -387,6 +387,8 @@ fn main() {
 
     // End while the producers still run: pending tasks come back unrun.
     let returned = pool.shutdown_now();
+    // The workers are joined: the pool's outcome counters are final.
+    let pool_stats = pool.stats();
     stop.store(true, Relaxed);
     for p in producers {
         p.join().expect("producer");
@@ -450,6 +452,29 @@ fn main() {
             "shutdown_now returned {} keys, {} keyed Shutdown outcomes",
             returned.len(),
             get(&s.shutdown_keyed)
+        ),
+    );
+    let mine = [
+        accepted,
+        get(&s.completed),
+        get(&s.panicked),
+        get(&s.cancelled),
+        get(&s.replaced),
+        get(&s.shutdown),
+    ];
+    let theirs = [
+        pool_stats.scheduled,
+        pool_stats.completed,
+        pool_stats.panicked,
+        pool_stats.cancelled,
+        pool_stats.replaced,
+        pool_stats.shutdown,
+    ];
+    check(
+        mine == theirs,
+        format!(
+            "the pool's stats (scheduled, completed, panicked, cancelled, replaced, shutdown) \
+             {theirs:?} disagree with the outcomes {mine:?}"
         ),
     );
 

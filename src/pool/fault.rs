@@ -47,12 +47,28 @@ pub(crate) enum Fault {
     /// The leader sends the lead token before the claimed tasks, so the next
     /// leader can sit on the channel's only worker while they wait.
     LeadBeforeRuns,
+    /// After a periodic run the worker puts the task back even when its
+    /// stand-in was removed meanwhile (by a cancel, a replace or a
+    /// shutdown): the task runs again after a cancel that returned true.
+    ReinsertWithoutStandInCheck,
+    /// A periodic task put back after its run does not notify the leader,
+    /// even when it became the earliest task.
+    ReinsertNoNotify,
+    /// Exclusive keys: the leader claims a due task whose key's previous task
+    /// still runs instead of holding it.
+    ExclusiveNoHold,
+    /// Exclusive keys: releasing a key moves its held successor back into
+    /// the heap without notifying the leader.
+    ExclusiveReleaseNoNotify,
+    /// A draining leader stops once the heap is empty, although tasks are
+    /// still held for their keys.
+    DrainIgnoresHeld,
 }
 
 impl Fault {
     /// Every fault with the name [`Builder::fault`](super::Builder::fault)
     /// takes.
-    const ALL: [(&'static str, Fault); 10] = [
+    const ALL: [(&'static str, Fault); 15] = [
         ("no-notify-on-new-head", Fault::NoNotifyOnNewHead),
         ("unlock-before-wait", Fault::UnlockBeforeWait),
         ("stale-clock", Fault::StaleClock),
@@ -63,6 +79,17 @@ impl Fault {
         ("wake-without-lock", Fault::WakeWithoutLock),
         ("drop-lead", Fault::DropLead),
         ("lead-before-runs", Fault::LeadBeforeRuns),
+        (
+            "reinsert-without-stand-in-check",
+            Fault::ReinsertWithoutStandInCheck,
+        ),
+        ("reinsert-no-notify", Fault::ReinsertNoNotify),
+        ("exclusive-no-hold", Fault::ExclusiveNoHold),
+        (
+            "exclusive-release-no-notify",
+            Fault::ExclusiveReleaseNoNotify,
+        ),
+        ("drain-ignores-held", Fault::DrainIgnoresHeld),
     ];
 
     /// The fault called `name`.

@@ -48,6 +48,8 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
         match st.mode {
             Mode::Stopped => break,
             Mode::Draining if st.drained() => break,
+            #[cfg(loom)]
+            Mode::Draining if shared.faulty(Fault::DrainIgnoresHeld) && st.heap.is_empty() => break,
             _ => {}
         }
         let (now_at, now) = shared.now_pair();
@@ -89,6 +91,10 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
                         break;
                     };
                     if shared.exclusive && matches!(entry.key, TaskKey::Keyed(_)) {
+                        #[cfg(loom)]
+                        if shared.faulty(Fault::ExclusiveNoHold) {
+                            st.busy.remove(&entry.key);
+                        }
                         if st.busy.contains(&entry.key) {
                             // Its key's previous task still runs: hold it
                             // until that one returns (worker::execute).

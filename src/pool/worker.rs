@@ -5,6 +5,8 @@
 //! [`Lead`](super::leader::Lead) token makes it the leader until it passes the
 //! token on. See `docs/protocol.md`.
 
+#[cfg(loom)]
+use super::fault::Fault;
 use super::leader::{self, Lead, Led};
 use super::task::{drop_quietly, BoxJob, Next, Ran, RunCtx};
 use super::{Shared, TaskKey};
@@ -90,7 +92,14 @@ fn execute<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usi
             Next::Again { due, job } => {
                 // Put the task back only in place of its own stand-in; if the
                 // stand-in is gone, whoever removed it delivered the outcome.
-                if st.heap.get(&c.key).map(|(_, seq)| seq) == Some(job.seq()) {
+                let stand_in = st.heap.get(&c.key).map(|(_, seq)| seq);
+                #[cfg(loom)]
+                let stand_in = if shared.faulty(Fault::ReinsertWithoutStandInCheck) {
+                    Some(job.seq())
+                } else {
+                    stand_in
+                };
+                if stand_in == Some(job.seq()) {
                     job.set_seq(st.heap.next_seq());
                     let _ = st.heap.insert(c.key.clone(), due, job);
                 } else {
@@ -105,9 +114,21 @@ fn execute<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usi
                 }
             }
         }
+        #[cfg(loom)]
+        let head = if shared.faulty(Fault::ReinsertNoNotify) {
+            st.heap.peek_due()
+        } else {
+            head
+        };
         if exclusive {
             st.release_key(&c.key);
         }
+        #[cfg(loom)]
+        let head = if shared.faulty(Fault::ExclusiveReleaseNoNotify) {
+            st.heap.peek_due()
+        } else {
+            head
+        };
         if st.heap.peek_due() != head {
             shared.leader_cv.notify_one();
         }

@@ -12,7 +12,7 @@ mod imp {
     use std::panic::{self, AssertUnwindSafe};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
-    use timerpool::{ManualClock, TimerPool};
+    use timerpool::{Builder, ManualClock, TimerPool};
 
     /// The preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set, so
     /// that no run is ever unbounded by accident.
@@ -77,11 +77,65 @@ mod imp {
     where
         K: std::hash::Hash + Eq + Clone + Send + 'static,
     {
-        let mut builder = TimerPool::builder().workers(workers).clock(clock.clone());
+        pool_with(workers, clock, fault, |builder| builder)
+    }
+
+    /// [`pool`], with `configure` applied to the builder first (e.g.
+    /// `|b| b.exclusive_keys(true)`).
+    pub fn pool_with<K>(
+        workers: usize,
+        clock: &ManualClock,
+        fault: Option<&str>,
+        configure: impl FnOnce(Builder<K>) -> Builder<K>,
+    ) -> TimerPool<K>
+    where
+        K: std::hash::Hash + Eq + Clone + Send + 'static,
+    {
+        let mut builder = configure(TimerPool::builder().workers(workers).clock(clock.clone()));
         if let Some(name) = fault {
             builder = builder.fault(name);
         }
         builder.build().expect("the pool starts")
+    }
+
+    /// A count that model threads bump and the main thread can block on (a
+    /// loom mutex and condvar, so a wait that never ends is a loom
+    /// deadlock), e.g. the runs of a periodic task.
+    #[derive(Default)]
+    pub struct Count {
+        /// The count.
+        n: loom::sync::Mutex<usize>,
+        /// Notified on every bump.
+        bumped: loom::sync::Condvar,
+    }
+
+    impl Count {
+        /// A count at zero.
+        pub fn new() -> Self {
+            Count::default()
+        }
+
+        /// Add one; the new value.
+        pub fn bump(&self) -> usize {
+            let mut n = self.n.lock().unwrap();
+            *n += 1;
+            self.bumped.notify_all();
+            *n
+        }
+
+        /// The current value.
+        pub fn get(&self) -> usize {
+            *self.n.lock().unwrap()
+        }
+
+        /// Block until the count reaches `at_least`.
+        #[track_caller]
+        pub fn wait_for(&self, at_least: usize) {
+            let mut n = self.n.lock().unwrap();
+            while *n < at_least {
+                n = self.bumped.wait(n).unwrap();
+            }
+        }
     }
 
     /// loom's `deadlock; threads = [(Id(0), Blocked(Location(Some(Location {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Model-check the pool's wakeup, preemption, cancel, replace, shutdown and
-# hand-off protocol with loom (docs/loom.md).
+# Model-check the pool's wakeup, preemption, cancel, replace, shutdown,
+# hand-off, periodic and exclusive-key protocol with loom (docs/loom.md).
 #
 #   loom-tests/run.sh                         # CI: preemption bound 3
 #   LOOM_MAX_PREEMPTIONS=4 loom-tests/run.sh  # deeper, slower

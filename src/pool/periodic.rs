@@ -379,8 +379,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     }
 
     /// Stop future runs. True iff the task was still live (pending or
-    /// running); a run in progress finishes, and the final outcome is
-    /// [`Outcome::Cancelled`].
+    /// running); the final outcome is then [`Outcome::Cancelled`]. A run the
+    /// leader already claimed (about to start, or running) still happens, and
+    /// none follows it.
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
             Some(pool) => pool.cancel_periodic(&self.key, &self.ctl),

@@ -34,7 +34,7 @@ const PANIC_TAG: &str = "intentional soak panic";
 const KEYS: u64 = 50_000;
 /// Handles queued between the producers and the collector.
 const IN_FLIGHT: usize = 50_000;
-/// Longest wait for any single outcome before the soak calls it lost.
+/// How long after the shutdown every outcome must have arrived.
 const OUTCOME_BOUND: Duration = Duration::from_secs(30);
 
 /// Counters shared by every thread.
@@ -191,16 +191,22 @@ fn collector(rx: mpsc::Receiver<Sent>, stats: Arc<Stats>) {
             live.push(sent);
         }
         if closed {
-            // The pool is gone: every outcome must be there now.
+            // The pool is gone: every outcome must be there now. One
+            // deadline for all, so a run that lost many fails promptly.
+            let deadline = Instant::now() + OUTCOME_BOUND;
+            let mut lost = 0;
             for (h, panics) in live {
                 let keyed = h.key().is_some();
-                match h.wait_timeout(OUTCOME_BOUND) {
+                match h.wait_timeout(deadline.saturating_duration_since(Instant::now())) {
                     Ok(o) => tally(&stats, o, panics, keyed),
-                    Err(_) => {
-                        eprintln!("FAIL: a task has no outcome after {OUTCOME_BOUND:?}");
-                        stats.lost.fetch_add(1, Relaxed);
-                    }
+                    Err(_) => lost += 1,
                 }
+            }
+            if lost > 0 {
+                eprintln!(
+                    "FAIL: {lost} tasks have no outcome {OUTCOME_BOUND:?} after the shutdown"
+                );
+                stats.lost.fetch_add(lost, Relaxed);
             }
             return;
         }

@@ -233,7 +233,8 @@ fn main() {
     d.pool.shutdown();
 
     let handles = std::mem::take(&mut *d.handles.lock().unwrap());
-    let (mut completed, mut panicked, mut cancelled, mut replaced, mut shutdown) = (0, 0, 0, 0, 0);
+    let (mut completed, mut panicked, mut cancelled, mut replaced, mut shutdown, mut expired) =
+        (0, 0, 0, 0, 0, 0);
     let total = handles.len();
     for h in handles {
         match h.try_outcome() {
@@ -242,6 +243,7 @@ fn main() {
             Ok(Outcome::Cancelled) => cancelled += 1,
             Ok(Outcome::Replaced) => replaced += 1,
             Ok(Outcome::Shutdown) => shutdown += 1,
+            Ok(Outcome::Expired) => expired += 1,
             Err(_) => panic!("a task has no outcome after shutdown"),
         }
     }
@@ -258,7 +260,7 @@ fn main() {
         c.stale.load(Relaxed)
     );
     println!(
-        "outcomes         {total:>8} tasks: completed {completed}, panicked {panicked}, cancelled {cancelled}, replaced {replaced}, shutdown {shutdown}"
+        "outcomes         {total:>8} tasks: completed {completed}, panicked {panicked}, cancelled {cancelled}, replaced {replaced}, shutdown {shutdown}, expired {expired}"
     );
     println!(
         "timeout lateness (start - due, {} samples): p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; early starts {}",

@@ -35,6 +35,8 @@ pub enum Error {
         /// The largest accepted worker count.
         max: usize,
     },
+    /// A periodic task was given a zero period or delay.
+    ZeroPeriod,
     /// A claim batch of zero was requested; the leader must claim at least one task.
     ZeroClaimBatch,
     /// A spin window longer than the pool accepts was requested.
@@ -71,6 +73,7 @@ impl fmt::Display for Error {
             Error::TooManyWorkers { requested, max } => {
                 write!(f, "{requested} workers requested, the maximum is {max}")
             }
+            Error::ZeroPeriod => f.write_str("a periodic task needs a positive period or delay"),
             Error::ZeroClaimBatch => f.write_str("the claim batch must be positive, got 0"),
             Error::SpinTooLong { requested, max } => {
                 write!(

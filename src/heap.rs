@@ -325,6 +325,31 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         }
     }
 
+    /// The stamp the next insert or replace will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Put back an entry taken out earlier, keeping its stamp (so its place
+    /// among equal due times, and handles that name it by stamp, stay valid).
+    /// Returns the entry if `key` is present now, or `seq` was never issued.
+    pub fn restore(&mut self, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
+        let hash = self.hasher.hash_one(&entry.key);
+        if entry.seq >= self.next_seq || self.find(hash, &entry.key).is_some() {
+            return Err(entry);
+        }
+        let pos = self.nodes.len();
+        let slot = self.alloc_slot(entry.key, entry.value, pos as u32);
+        self.index.insert(hash, slot);
+        self.nodes.push(Node {
+            due: entry.due,
+            seq: entry.seq,
+            slot,
+        });
+        self.sift_up(pos);
+        Ok(())
+    }
+
     /// Remove `key`'s entry.
     pub fn remove(&mut self, key: &K) -> Option<Entry<K, V>> {
         let hash = self.hasher.hash_one(key);
@@ -361,6 +386,21 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
             Some(n) if n.due <= now => self.pop(),
             _ => None,
         }
+    }
+
+    /// Remove every entry whose payload satisfies `pred`, in no particular
+    /// order. O(n + m log n) for m removals.
+    pub fn remove_where(&mut self, mut pred: impl FnMut(&V) -> bool) -> Vec<Entry<K, V>> {
+        // Collect keys first: a removal may compact the slot table and
+        // renumber slots.
+        let doomed: Vec<K> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.entry.as_ref())
+            .filter(|(_, v)| pred(v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        doomed.iter().filter_map(|k| self.remove(k)).collect()
     }
 
     /// Remove every entry, in heap order.

@@ -80,7 +80,10 @@ mod sync;
 
 pub use clock::{Clock, ManualClock, SystemClock, Waker};
 pub use error::Error;
-pub use pool::{Builder, Outcome, TaskHandle, TimerPool, MAX_SPIN, MAX_WORKERS};
+pub use pool::{
+    Builder, Lateness, MissedTicks, OnPanic, Outcome, PeriodicHandle, Repeat, Stats, TaskHandle,
+    TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
+};
 pub use scheduler::{Scheduled, Scheduler};
 
 #[doc = include_str!("../README.md")]

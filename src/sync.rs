@@ -10,6 +10,7 @@
 mod imp {
     pub(crate) use crossbeam_channel::{unbounded, Receiver, Sender};
     pub(crate) use parking_lot::{Condvar, Mutex};
+    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use std::thread;
 }
 
@@ -17,6 +18,7 @@ mod imp {
 mod imp {
     pub(crate) use self::channel::{unbounded, Receiver, Sender};
     pub(crate) use self::lock::{Condvar, Mutex};
+    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use loom::thread;
 
     mod lock {

@@ -374,3 +374,76 @@ fn task_may_schedule_cancel_and_shut_down_its_own_pool() {
     assert_eq!(done(h), Outcome::Completed(Outcome::Cancelled));
     pool.shutdown();
 }
+
+#[test]
+fn no_busy_polling_idle_pool_with_far_timers_never_wakes() {
+    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
+    let far: Vec<_> = (0..10_000u64)
+        .map(|k| {
+            pool.schedule_after(k, Duration::from_secs(3600), || ())
+                .unwrap()
+        })
+        .collect();
+    let probe = pool.submit_after(Duration::ZERO, || ()).unwrap();
+    assert_eq!(done(probe), Outcome::Completed(()));
+    let before = pool.stats().leader_wakeups;
+    // Observe the pool idling; a polling leader would wake many times.
+    std::thread::sleep(Duration::from_millis(300));
+    let woke = pool.stats().leader_wakeups - before;
+    // At most the leader that took over after the probe settling in.
+    assert!(woke <= 1, "an idle pool woke {woke} times in 300 ms");
+    assert_eq!(pool.len(), 10_000);
+    drop(far);
+}
+
+#[test]
+fn no_busy_polling_one_far_timer_wakes_about_once() {
+    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
+    let before = pool.stats().leader_wakeups;
+    let h = pool
+        .schedule_after(1, Duration::from_millis(200), || ())
+        .unwrap();
+    assert_eq!(done(h), Outcome::Completed(()));
+    // One wake for the schedule's notify (the head changed), one at the due
+    // time; a third would be a spurious wakeup.
+    let woke = pool.stats().leader_wakeups - before;
+    assert!(woke <= 3, "one 200 ms timer cost {woke} wakeups");
+}
+
+#[test]
+fn every_wake_rereads_clock_and_head() {
+    let (clock, pool) = manual_pool(2);
+    let t0 = timerpool::Clock::now(&clock);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let first = pool
+        .schedule_at(1, t0 + Duration::from_secs(10), move || {
+            r.fetch_add(1, Ordering::SeqCst)
+        })
+        .unwrap();
+    // A wake with nothing due: the leader must re-read the clock, not assume.
+    clock.advance(Duration::from_secs(5));
+    // The head moves later while the leader sleeps toward 10 s.
+    let r = ran.clone();
+    let moved = pool
+        .schedule_at(1, t0 + Duration::from_secs(20), move || {
+            r.fetch_add(1, Ordering::SeqCst)
+        })
+        .unwrap();
+    assert_eq!(done(first), Outcome::Replaced);
+    // At 10 s the old head's time has come, but the head is now at 20 s.
+    clock.advance(Duration::from_secs(5));
+    let moved = moved.wait_timeout(Duration::from_millis(100)).unwrap_err();
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    clock.advance(Duration::from_secs(10));
+    // A leader that kept a clock reading across its waits would never see
+    // 20 s and the task would never finish: bounded wait.
+    let start = Instant::now();
+    while !moved.is_finished() {
+        assert!(start.elapsed() < BOUND, "the task never ran at 20 s");
+        std::thread::yield_now();
+    }
+    let timing = moved.timing().unwrap();
+    assert!(timing.started.unwrap() >= t0 + Duration::from_secs(20));
+    assert_eq!(done(moved), Outcome::Completed(0));
+}

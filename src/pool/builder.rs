@@ -1,6 +1,8 @@
 //! Configuration and start-up of a [`TimerPool`].
 
-use super::{TimerPool, Timing};
+#[cfg(loom)]
+use super::fault::Fault;
+use super::TimerPool;
 use crate::clock::{Clock, SystemClock};
 use crate::heap::MAX_LEN;
 use crate::sync::Arc;
@@ -10,11 +12,11 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-/// The longest spin window [`Builder::spin_before_due`] accepts: one second.
-pub const MAX_SPIN: Duration = Duration::from_secs(1);
-
 /// The most worker threads a pool accepts.
 pub const MAX_WORKERS: usize = 1024;
+
+/// The longest spin window [`Builder::spin_before_due`] accepts: one second.
+pub const MAX_SPIN: Duration = Duration::from_secs(1);
 
 /// Builds a [`TimerPool`]; made by [`TimerPool::builder`].
 ///
@@ -41,12 +43,44 @@ pub struct Builder<K> {
     clock: Arc<dyn Clock>,
     /// Most tasks one leadership claims.
     claim_batch: usize,
+    /// Keep a key's tasks from running at the same time.
+    exclusive_keys: bool,
+    /// Staleness tolerance.
+    expire_after: Option<Duration>,
     /// How long before a due time the leader stops sleeping and yields.
     spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     adaptive_wake: bool,
+    /// The protocol step the loom models asked to break, if any.
+    #[cfg(loom)]
+    fault: Option<Fault>,
     /// The key type.
     _key: PhantomData<fn(K)>,
+}
+
+/// A validated configuration.
+pub(crate) struct Config {
+    /// Worker threads.
+    pub(crate) workers: usize,
+    /// Most pending tasks.
+    pub(crate) capacity: usize,
+    /// Prefix of worker thread names.
+    pub(crate) thread_name: String,
+    /// The pool's time source.
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Most tasks one leadership claims.
+    pub(crate) claim_batch: usize,
+    /// Keep a key's tasks from running at the same time.
+    pub(crate) exclusive_keys: bool,
+    /// Staleness tolerance in nanoseconds.
+    pub(crate) expire_after: Option<i64>,
+    /// How long before a due time the leader stops sleeping and yields.
+    pub(crate) spin_before_due: Duration,
+    /// Whether the leader wakes early by its measured wake-up latency.
+    pub(crate) adaptive_wake: bool,
+    /// The protocol step the loom models asked to break, if any.
+    #[cfg(loom)]
+    pub(crate) fault: Option<Fault>,
 }
 
 impl<K> fmt::Debug for Builder<K> {
@@ -57,6 +91,8 @@ impl<K> fmt::Debug for Builder<K> {
             .field("thread_name", &self.thread_name)
             .field("clock", &self.clock)
             .field("claim_batch", &self.claim_batch)
+            .field("exclusive_keys", &self.exclusive_keys)
+            .field("expire_after", &self.expire_after)
             .field("spin_before_due", &self.spin_before_due)
             .field("adaptive_wake", &self.adaptive_wake)
             .finish()
@@ -71,8 +107,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             thread_name: "timerpool".to_string(),
             clock: Arc::new(SystemClock),
             claim_batch: 64,
+            exclusive_keys: false,
+            expire_after: None,
             spin_before_due: Duration::ZERO,
             adaptive_wake: true,
+            #[cfg(loom)]
+            fault: None,
             _key: PhantomData,
         }
     }
@@ -111,6 +151,27 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// during bursts. Default: 64. Zero makes [`build`](Self::build) fail.
     pub fn claim_batch(mut self, n: usize) -> Self {
         self.claim_batch = n;
+        self
+    }
+
+    /// Never start a keyed task while a task under the same key is still
+    /// running: a replacement that falls due meanwhile waits (pending,
+    /// cancellable, replaceable) until the running one returns, without
+    /// holding up any worker. For callbacks that are not safe to run twice at
+    /// once. Default: `false` (a key's next task may start while the previous
+    /// one runs).
+    pub fn exclusive_keys(mut self, on: bool) -> Self {
+        self.exclusive_keys = on;
+        self
+    }
+
+    /// Skip any run that could only start later than its due time plus
+    /// `tolerance`: a one-shot task gets [`Outcome::Expired`](crate::Outcome::Expired)
+    /// and never runs; a periodic task skips that run (counted in
+    /// [`PeriodicHandle::missed`](crate::PeriodicHandle::missed)) and stays
+    /// scheduled. Default: no tolerance, every task runs however late.
+    pub fn expire_after(mut self, tolerance: Duration) -> Self {
+        self.expire_after = Some(tolerance);
         self
     }
 
@@ -156,13 +217,28 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
+    /// Break one step of the protocol on purpose, so a loom model can show
+    /// it catches that break. Exists only under `--cfg loom`; the names are
+    /// listed in `docs/loom.md`.
+    ///
+    /// # Panics
+    ///
+    /// On an unknown name.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn fault(mut self, name: &str) -> Self {
+        self.fault = Some(Fault::named(name));
+        self
+    }
+
     /// Start the workers.
     ///
     /// # Errors
     ///
     /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
     /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
-    /// [`Error::ZeroClaimBatch`], [`Error::SpinTooLong`], or [`Error::Spawn`] if the operating
+    /// [`Error::ZeroClaimBatch`], [`Error::SpinTooLong`], [`Error::TimeOutOfRange`] for an
+    /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the operating
     /// system refused a thread (the ones already started are stopped).
     pub fn build(self) -> Result<TimerPool<K>, Error> {
         let workers = self.workers.unwrap_or_else(num_cpus::get);
@@ -193,17 +269,22 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 max: MAX_SPIN,
             });
         }
-        TimerPool::start(
+        let expire_after = match self.expire_after {
+            Some(t) => Some(i64::try_from(t.as_nanos()).map_err(|_| Error::TimeOutOfRange)?),
+            None => None,
+        };
+        TimerPool::start(Config {
             workers,
-            self.capacity,
-            self.thread_name,
-            self.clock,
-            Timing {
-                workers,
-                claim_batch: self.claim_batch,
-                spin_before_due: self.spin_before_due,
-                adaptive_wake: self.adaptive_wake,
-            },
-        )
+            capacity: self.capacity,
+            thread_name: self.thread_name,
+            clock: self.clock,
+            claim_batch: self.claim_batch,
+            exclusive_keys: self.exclusive_keys,
+            expire_after,
+            spin_before_due: self.spin_before_due,
+            adaptive_wake: self.adaptive_wake,
+            #[cfg(loom)]
+            fault: self.fault,
+        })
     }
 }

@@ -20,9 +20,10 @@
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
 
-use super::task::BoxJob;
-use super::worker::Msg;
-use super::{Mode, Shared};
+#[cfg(loom)]
+use super::fault::Fault;
+use super::worker::{Claimed, Msg};
+use super::{Mode, Shared, TaskKey, NEVER};
 use crate::sync::thread;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
@@ -148,87 +149,160 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
     shared: &Shared<K>,
     mut token: Lead,
 ) -> Led {
-    let timing = shared.timing;
-    let mut batch: Vec<BoxJob> = Vec::new();
+    let mut batch: Vec<Claimed<K>> = Vec::new();
     // Set once a timed wait to the start of the early-wake window ended:
     // from then on this leadership yields until the head is due.
     let mut woke_early = false;
     let mut st = shared.state.lock();
+    #[cfg(loom)]
+    let mut first_now: Option<i64> = None;
     loop {
         match st.mode {
             Mode::Stopped => break,
-            Mode::Draining if st.heap.is_empty() => break,
+            Mode::Draining if st.drained() => break,
+            #[cfg(loom)]
+            Mode::Draining if shared.faulty(Fault::DrainIgnoresHeld) && st.heap.is_empty() => break,
             _ => {}
         }
-        let now = shared.now_ns();
+        let (now_at, now) = shared.now_pair();
+        #[cfg(loom)]
+        let now = if shared.faulty(Fault::StaleClock) {
+            *first_now.get_or_insert(now)
+        } else {
+            now
+        };
+        #[cfg(loom)]
+        if shared.faulty(Fault::UnlockBeforeWait)
+            && st.mode == Mode::Running
+            && st.heap.peek_due().map_or(true, |d| d > now)
+        {
+            drop(st);
+            st = shared.state.lock();
+            if st.mode == Mode::Running {
+                shared.leader_cv.wait(&mut st);
+            }
+            continue;
+        }
         match st.heap.peek_due() {
-            None => shared.leader_cv.wait(&mut st),
-            Some(due) if due > now => match shared.real_deadline(due) {
-                Some(deadline) => {
-                    let real_now = shared.real_now();
-                    let mut window = timing.spin_before_due;
-                    if timing.adaptive_wake && token.budget.allows(real_now) {
-                        window = window.max(token.latency.early());
+            None => {
+                shared.leader_cv.wait(&mut st);
+                st.wakeups += 1;
+            }
+            Some(due) if due > now => {
+                match shared.real_deadline(due) {
+                    Some(deadline) => {
+                        let real_now = shared.real_now();
+                        let mut window = shared.spin_before_due;
+                        if shared.adaptive_wake && token.budget.allows(real_now) {
+                            window = window.max(token.latency.early());
+                        }
+                        let in_spin = deadline
+                            .checked_sub(shared.spin_before_due)
+                            .map_or(true, |t| t <= real_now);
+                        match deadline.checked_sub(window) {
+                            Some(wake_at) if wake_at > real_now => {
+                                let timed_out =
+                                    shared.leader_cv.wait_until(&mut st, wake_at).timed_out();
+                                st.wakeups += 1;
+                                if timed_out {
+                                    let late = shared.real_now().saturating_duration_since(wake_at);
+                                    token.latency.observe(late);
+                                    woke_early = true;
+                                }
+                            }
+                            // Within the window, after sleeping to its start
+                            // (or inside `spin_before_due`): give the CPU away
+                            // once with the lock released, then check
+                            // everything again. A yield, not a pure spin: on a
+                            // busy machine the workers that must run the task
+                            // need that CPU.
+                            _ if in_spin || woke_early => {
+                                drop(st);
+                                thread::yield_now();
+                                if !in_spin {
+                                    let spent =
+                                        shared.real_now().saturating_duration_since(real_now);
+                                    token.budget.charge(spent);
+                                }
+                                st = shared.state.lock();
+                            }
+                            // Inside the adaptive window without having slept
+                            // into it: due times come closer together than the
+                            // wake latency. Yielding from one to the next would
+                            // keep a core busy, so sleep to the due time itself.
+                            _ => {
+                                let timed_out =
+                                    shared.leader_cv.wait_until(&mut st, deadline).timed_out();
+                                st.wakeups += 1;
+                                if timed_out {
+                                    let late =
+                                        shared.real_now().saturating_duration_since(deadline);
+                                    token.latency.observe(late);
+                                }
+                            }
+                        }
                     }
-                    let in_spin = deadline
-                        .checked_sub(timing.spin_before_due)
-                        .map_or(true, |t| t <= real_now);
-                    match deadline.checked_sub(window) {
-                        Some(wake_at) if wake_at > real_now => {
-                            if shared.leader_cv.wait_until(&mut st, wake_at).timed_out() {
-                                let late = shared.real_now().saturating_duration_since(wake_at);
-                                token.latency.observe(late);
-                                woke_early = true;
-                            }
-                        }
-                        // Within the window, after sleeping to its start (or
-                        // inside `spin_before_due`): give the CPU away once
-                        // with the lock released, then check everything
-                        // again. A yield, not a pure spin: on a busy machine
-                        // the workers that must run the task need that CPU.
-                        _ if in_spin || woke_early => {
-                            drop(st);
-                            thread::yield_now();
-                            if !in_spin {
-                                let spent = shared.real_now().saturating_duration_since(real_now);
-                                token.budget.charge(spent);
-                            }
-                            st = shared.state.lock();
-                        }
-                        // Inside the adaptive window without having slept
-                        // into it: due times come closer together than the
-                        // wake latency. Yielding from one to the next would
-                        // keep a core busy, so sleep to the due time itself.
-                        _ => {
-                            if shared.leader_cv.wait_until(&mut st, deadline).timed_out() {
-                                let late = shared.real_now().saturating_duration_since(deadline);
-                                token.latency.observe(late);
-                            }
-                        }
+                    None => {
+                        shared.leader_cv.wait(&mut st);
+                        st.wakeups += 1;
                     }
                 }
-                None => shared.leader_cv.wait(&mut st),
-            },
+            }
             Some(_) => {
-                while batch.len() < timing.claim_batch {
-                    match st.heap.pop_due(now) {
-                        Some(entry) => batch.push(entry.value),
-                        None => break,
+                while batch.len() < shared.claim_batch {
+                    let Some(entry) = st.heap.pop_due(now) else {
+                        break;
+                    };
+                    if shared.exclusive && matches!(entry.key, TaskKey::Keyed(_)) {
+                        #[cfg(loom)]
+                        if shared.faulty(Fault::ExclusiveNoHold) {
+                            st.busy.remove(&entry.key);
+                        }
+                        if st.busy.contains(&entry.key) {
+                            // Its key's previous task still runs: hold it
+                            // until that one returns (worker::execute).
+                            st.held.insert(entry.key.clone(), entry);
+                            continue;
+                        }
+                        st.busy.insert(entry.key.clone());
                     }
+                    if let Some(stand_in) = entry.value.stand_in() {
+                        // A periodic task stays findable under its key while
+                        // it runs.
+                        stand_in.set_seq(st.heap.next_seq());
+                        let _ = st.heap.insert(entry.key.clone(), NEVER, stand_in);
+                    }
+                    batch.push(Claimed {
+                        job: entry.value,
+                        key: entry.key,
+                        due: entry.due,
+                        claimed: now_at,
+                    });
+                }
+                if batch.is_empty() {
+                    // Everything due was held back: check again.
+                    continue;
                 }
                 drop(st);
                 // One message per worker at most, not one per task: a burst
                 // costs a channel hand-off (and perhaps a wake-up) per part,
                 // while every worker still gets a share to run in parallel.
-                let parts = timing.workers.min(batch.len()).max(1);
-                let per = batch.len().div_ceil(parts);
-                let mut jobs = batch.into_iter();
-                loop {
-                    let part: Vec<BoxJob> = jobs.by_ref().take(per).collect();
-                    if part.is_empty() {
-                        break;
+                let parts = split(batch, shared.workers);
+                #[cfg(loom)]
+                if shared.faulty(Fault::LeadBeforeRuns) {
+                    let _ = shared.tx.send(Msg::Lead(token));
+                    for part in parts {
+                        let _ = shared.tx.send(Msg::Run(part));
                     }
+                    return Led::HandedOff;
+                }
+                for part in parts {
                     let _ = shared.tx.send(Msg::Run(part));
+                }
+                #[cfg(loom)]
+                if shared.faulty(Fault::DropLead) {
+                    let Lead { .. } = token;
+                    return Led::HandedOff;
                 }
                 let _ = shared.tx.send(Msg::Lead(token));
                 return Led::HandedOff;
@@ -237,12 +311,25 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
     }
     drop(st);
     // The token ends here: no leader follows.
-    let Lead {
-        latency: _,
-        budget: _,
-    } = token;
+    let Lead { .. } = token;
     let _ = shared.tx.send(Msg::Exit);
     Led::Exit
+}
+
+/// Split claimed tasks, in order, into at most `workers` parts of nearly
+/// equal length.
+fn split<T>(batch: Vec<T>, workers: usize) -> Vec<Vec<T>> {
+    let parts = workers.min(batch.len()).max(1);
+    let per = batch.len().div_ceil(parts);
+    let mut out = Vec::with_capacity(parts);
+    let mut jobs = batch.into_iter();
+    loop {
+        let part: Vec<T> = jobs.by_ref().take(per).collect();
+        if part.is_empty() {
+            return out;
+        }
+        out.push(part);
+    }
 }
 
 #[cfg(test)]
@@ -265,6 +352,14 @@ mod tests {
             w.observe(Duration::from_secs(1));
         }
         assert_eq!(w.early(), MAX_EARLY);
+    }
+
+    #[test]
+    fn split_keeps_order_and_makes_at_most_one_part_per_worker() {
+        let parts = split((0..10).collect::<Vec<_>>(), 3);
+        assert_eq!(parts, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]);
+        assert_eq!(split(vec![1], 4), vec![vec![1]]);
+        assert!(split(Vec::<u8>::new(), 2).is_empty());
     }
 
     #[test]

@@ -12,24 +12,38 @@
 //! - The protocol between leader and workers is in `docs/protocol.md`.
 
 mod builder;
+#[cfg(loom)]
+mod fault;
 mod leader;
 mod outcome;
+mod periodic;
+mod stats;
 mod task;
 mod worker;
 
 pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
-pub use outcome::{Outcome, TaskHandle};
+pub use outcome::{Outcome, TaskHandle, Timing};
+pub use periodic::{MissedTicks, OnPanic, PeriodicHandle, Repeat};
+pub use stats::{Lateness, Stats};
 
 use crate::clock::{Clock, Wake, Waker};
-use crate::heap::{IndexedHeap, Inserted};
+use crate::heap::{Entry, IndexedHeap, Inserted};
 use crate::sync::{thread, unbounded, Arc, Condvar, Mutex, Receiver, Sender, Weak};
 use crate::Error;
+#[cfg(loom)]
+use fault::Fault;
 use outcome::{Abandon, OutcomeSlot};
+use periodic::{PeriodicCtl, PeriodicJob};
+use stats::Counters;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 use task::{drop_quietly, BoxJob, OneShot};
 use worker::Msg;
+
+/// Due time of a periodic task's stand-in: never (the clock is clamped below).
+pub(crate) const NEVER: i64 = i64::MAX;
 
 /// A task's identity in the heap: the caller's key, or a sequence number for
 /// keyless submissions.
@@ -52,29 +66,66 @@ pub(crate) enum Mode {
     Stopped,
 }
 
-/// How the leader times its waits and claims; fixed at start-up.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Timing {
-    /// Worker threads, so a claimed batch is split in at most that many parts.
-    pub(crate) workers: usize,
-    /// Most tasks one leadership claims.
-    pub(crate) claim_batch: usize,
-    /// How long before a due time the leader stops sleeping and yields.
-    pub(crate) spin_before_due: Duration,
-    /// Whether the leader wakes early by its measured wake-up latency.
-    pub(crate) adaptive_wake: bool,
-}
-
 /// State behind the pool's one lock.
 pub(crate) struct State<K> {
     /// Pending tasks, one per key.
-    pub(crate) heap: IndexedHeap<TaskKey<K>, BoxJob>,
+    pub(crate) heap: IndexedHeap<TaskKey<K>, BoxJob<K>>,
+    /// Exclusive keys only: keys whose task is claimed or running.
+    pub(crate) busy: HashSet<TaskKey<K>>,
+    /// Exclusive keys only: due tasks waiting for their key's running task
+    /// to finish. A key is in `heap` or in `held`, never both.
+    pub(crate) held: HashMap<TaskKey<K>, Entry<TaskKey<K>, BoxJob<K>>>,
     /// Next keyless sequence number.
     next_anon: u64,
     /// Most pending tasks.
     capacity: usize,
     /// Running, draining or stopped.
     pub(crate) mode: Mode,
+    /// Times the leader returned from a wait (notify, timeout or spurious).
+    pub(crate) wakeups: u64,
+}
+
+impl<K: Hash + Eq + Clone> State<K> {
+    /// Pending tasks, in the heap or held.
+    pub(crate) fn pending(&self) -> usize {
+        self.heap.len() + self.held.len()
+    }
+
+    /// True when the leader may stop: nothing pending anywhere.
+    pub(crate) fn drained(&self) -> bool {
+        self.heap.is_empty() && self.held.is_empty()
+    }
+
+    /// Remove `key`'s pending task, from the heap or from `held`; only the
+    /// one stamped `seq`, if given.
+    fn remove_pending(
+        &mut self,
+        key: &TaskKey<K>,
+        seq: Option<u64>,
+    ) -> Option<Entry<TaskKey<K>, BoxJob<K>>> {
+        let in_heap = match seq {
+            Some(seq) => self.heap.remove_seq(key, seq),
+            None => self.heap.remove(key),
+        };
+        if in_heap.is_some() || self.held.is_empty() {
+            return in_heap;
+        }
+        match self.held.get(key) {
+            Some(e) if seq.map_or(true, |s| s == e.seq) => self.held.remove(key),
+            _ => None,
+        }
+    }
+
+    /// Exclusive keys: `key`'s task finished; let a held successor be claimed.
+    pub(crate) fn release_key(&mut self, key: &TaskKey<K>) {
+        self.busy.remove(key);
+        if let Some(entry) = self.held.remove(key) {
+            if let Err(entry) = self.heap.restore(entry) {
+                // Unreachable: a held key is never in the heap. Keep the task.
+                self.held.insert(entry.key.clone(), entry);
+            }
+        }
+    }
 }
 
 /// What the workers, the handles and the pool object share.
@@ -88,21 +139,44 @@ pub(crate) struct Shared<K> {
     /// `clock.now()` when the pool started; due times are nanoseconds since.
     epoch: Instant,
     /// Hand-off channel: claimed tasks, the lead token, the exit pill.
-    pub(crate) tx: Sender<Msg>,
+    pub(crate) tx: Sender<Msg<K>>,
     /// Receiving end, shared by all workers.
-    pub(crate) rx: Receiver<Msg>,
-    /// Claim bound, spin window, adaptive wake.
-    pub(crate) timing: Timing,
+    pub(crate) rx: Receiver<Msg<K>>,
+    /// Most tasks one leadership claims.
+    pub(crate) claim_batch: usize,
+    /// Worker threads, so a claimed batch is split in at most that many parts.
+    pub(crate) workers: usize,
+    /// How long before a due time the leader stops sleeping and yields.
+    pub(crate) spin_before_due: Duration,
+    /// Whether the leader wakes early by its measured wake-up latency.
+    pub(crate) adaptive_wake: bool,
+    /// A keyed task never starts while its key's previous task runs.
+    pub(crate) exclusive: bool,
+    /// Skip runs that would start more than this many nanoseconds late.
+    pub(crate) expire_after: Option<i64>,
+    /// Counters and lateness histograms.
+    pub(crate) counters: Counters,
+    /// The protocol step the loom models asked to break, if any.
+    #[cfg(loom)]
+    pub(crate) fault: Option<Fault>,
 }
 
 impl<K> Shared<K> {
-    /// The clock's reading in nanoseconds since the pool's epoch.
+    /// The clock's reading in nanoseconds since the pool's epoch, kept below
+    /// [`NEVER`].
     pub(crate) fn now_ns(&self) -> i64 {
-        nanos_i64(self.clock.now().saturating_duration_since(self.epoch)).unwrap_or(i64::MAX)
+        self.now_pair().1
+    }
+
+    /// The clock's reading, as an instant and as nanoseconds since the epoch.
+    pub(crate) fn now_pair(&self) -> (Instant, i64) {
+        let now = self.clock.now();
+        let ns = nanos_i64(now.saturating_duration_since(self.epoch)).unwrap_or(NEVER);
+        (now, ns.min(NEVER - 1))
     }
 
     /// The instant of `due` on the pool's clock.
-    fn instant_of(&self, due: i64) -> Option<Instant> {
+    pub(crate) fn instant_of(&self, due: i64) -> Option<Instant> {
         self.epoch
             .checked_add(Duration::from_nanos(due.max(0) as u64))
     }
@@ -123,12 +197,17 @@ impl<K> Shared<K> {
 impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
     /// Insert a job under `key` (or a fresh keyless number), replacing a
     /// pending one under the same key. Returns the heap key and stamp.
-    fn insert(&self, key: Option<K>, due: i64, job: BoxJob) -> Result<(TaskKey<K>, u64), Error> {
+    fn insert(&self, key: Option<K>, due: i64, job: BoxJob<K>) -> Result<(TaskKey<K>, u64), Error> {
         let mut st = self.state.lock();
         if st.mode != Mode::Running {
             drop(st);
             drop_quietly(job);
             return Err(Error::ShutDown);
+        }
+        #[cfg(loom)]
+        if self.faulty(Fault::IntakeOutsideLock) {
+            drop(st);
+            st = self.state.lock();
         }
         let key = match key {
             Some(k) => TaskKey::Keyed(k),
@@ -138,33 +217,69 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
             }
         };
         let handle_key = key.clone();
+        // A held task (exclusive keys) is pending too: a schedule replaces it.
+        let held = if st.held.is_empty() {
+            None
+        } else {
+            st.held.remove(&key)
+        };
+        #[cfg(loom)]
+        let key = if self.faulty(Fault::ReplaceKeepsOld) && st.heap.contains_key(&key) {
+            st.next_anon += 1;
+            TaskKey::Anon(st.next_anon)
+        } else {
+            key
+        };
+        job.set_seq(st.heap.next_seq());
         let head = st.heap.peek_due();
         let capacity = st.capacity;
-        let result = st.heap.try_insert(key, due, job, capacity);
+        let limit = capacity.saturating_sub(st.held.len());
+        let result = st.heap.try_insert(key, due, job, limit);
+        #[cfg(loom)]
+        let head = if self.faulty(Fault::NoNotifyOnNewHead) {
+            st.heap.peek_due()
+        } else {
+            head
+        };
         if st.heap.peek_due() != head {
             self.leader_cv.notify_one();
         }
         drop(st);
-        match result {
-            Ok(Inserted::New { seq }) => Ok((handle_key, seq)),
-            Ok(Inserted::Replaced { seq, old, .. }) => {
-                old.abandon(Abandon::Replaced);
-                Ok((handle_key, seq))
-            }
+        let (seq, old) = match result {
+            Ok(Inserted::New { seq }) => (seq, held.map(|e| e.value)),
+            // A key in the heap is never also held.
+            Ok(Inserted::Replaced { seq, old, .. }) => (seq, Some(old)),
             Err((_, job)) => {
                 drop_quietly(job);
-                Err(Error::CapacityReached { capacity })
+                if let Some(e) = held {
+                    // The held task was replaced before the capacity check.
+                    self.abandon(e.value, Abandon::Replaced);
+                }
+                return Err(Error::CapacityReached { capacity });
             }
+        };
+        self.counters.scheduled();
+        if let Some(old) = old {
+            self.abandon(old, Abandon::Replaced);
         }
+        Ok((handle_key, seq))
+    }
+
+    /// Give a removed task its outcome, and count it.
+    fn abandon(&self, job: BoxJob<K>, why: Abandon) {
+        // A periodic task is counted by its stand-in or itself, once.
+        self.counters.abandoned(why);
+        job.abandon(why);
     }
 
     /// Insert keyed jobs under one lock, all or none; see
     /// [`TimerPool::schedule_batch_at`]. Returns each job's stamp.
-    fn insert_batch(&self, jobs: Vec<(K, i64, BoxJob)>) -> Result<Vec<u64>, Error> {
+    fn insert_batch(&self, jobs: Vec<(K, i64, BoxJob<K>)>) -> Result<Vec<u64>, Error> {
         let mut st = self.state.lock();
+        let pending = st.heap.len().saturating_add(st.held.len());
         let refused = if st.mode != Mode::Running {
             Some(Error::ShutDown)
-        } else if st.heap.len().saturating_add(jobs.len()) > st.capacity {
+        } else if pending.saturating_add(jobs.len()) > st.capacity {
             Some(Error::CapacityReached {
                 capacity: st.capacity,
             })
@@ -182,7 +297,15 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         let mut seqs = Vec::with_capacity(jobs.len());
         let mut replaced = Vec::new();
         for (key, due, job) in jobs {
-            match st.heap.insert(TaskKey::Keyed(key), due, job) {
+            let key = TaskKey::Keyed(key);
+            // A held task (exclusive keys) is pending too: this replaces it.
+            if !st.held.is_empty() {
+                if let Some(e) = st.held.remove(&key) {
+                    replaced.push(e.value);
+                }
+            }
+            job.set_seq(st.heap.next_seq());
+            match st.heap.insert(key, due, job) {
                 Inserted::New { seq } => seqs.push(seq),
                 Inserted::Replaced { seq, old, .. } => {
                     seqs.push(seq);
@@ -194,18 +317,25 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
             self.leader_cv.notify_one();
         }
         drop(st);
+        for _ in &seqs {
+            self.counters.scheduled();
+        }
         for old in replaced {
-            old.abandon(Abandon::Replaced);
+            self.abandon(old, Abandon::Replaced);
         }
         Ok(seqs)
     }
 
     /// Cancel `key`'s pending task, whichever it is.
     fn cancel(&self, key: &TaskKey<K>) -> bool {
-        let removed = self.state.lock().heap.remove(key);
+        #[cfg(loom)]
+        if self.faulty(Fault::CancelCheckThenRemove) {
+            return self.cancel_check_then_remove(key, None);
+        }
+        let removed = self.state.lock().remove_pending(key, None);
         match removed {
             Some(entry) => {
-                entry.value.abandon(Abandon::Cancelled);
+                self.abandon(entry.value, Abandon::Cancelled);
                 true
             }
             None => false,
@@ -214,10 +344,31 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
 
     /// Cancel `key`'s pending task only if it is the one stamped `seq`.
     pub(crate) fn cancel_exact(&self, key: &TaskKey<K>, seq: u64) -> bool {
-        let removed = self.state.lock().heap.remove_seq(key, seq);
+        #[cfg(loom)]
+        if self.faulty(Fault::CancelCheckThenRemove) {
+            return self.cancel_check_then_remove(key, Some(seq));
+        }
+        let removed = self.state.lock().remove_pending(key, Some(seq));
         match removed {
             Some(entry) => {
-                entry.value.abandon(Abandon::Cancelled);
+                self.abandon(entry.value, Abandon::Cancelled);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Cancel a periodic task by its handle: its current entry, whether the
+    /// task itself or its stand-in.
+    pub(crate) fn cancel_periodic(&self, key: &TaskKey<K>, ctl: &PeriodicCtl) -> bool {
+        let removed = {
+            let mut st = self.state.lock();
+            let seq = ctl.seq();
+            st.remove_pending(key, Some(seq))
+        };
+        match removed {
+            Some(entry) => {
+                self.abandon(entry.value, Abandon::Cancelled);
                 true
             }
             None => false,
@@ -227,6 +378,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
 
 impl<K: Send + 'static> Wake for Shared<K> {
     fn wake(&self) {
+        #[cfg(loom)]
+        if self.faulty(Fault::WakeWithoutLock) {
+            self.leader_cv.notify_one();
+            return;
+        }
         // Under the lock, so the wake cannot fall between the leader's clock
         // read and its wait.
         let _st = self.state.lock();
@@ -277,7 +433,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> fmt::Debug for TimerPool<K> {
         let st = self.shared.state.lock();
         f.debug_struct("TimerPool")
             .field("workers", &self.worker_ids.len())
-            .field("pending", &st.heap.len())
+            .field("pending", &st.pending())
             .field("mode", &st.mode)
             .finish()
     }
@@ -299,39 +455,44 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         Self::builder().build()
     }
 
-    fn start(
-        workers: usize,
-        capacity: usize,
-        thread_name: String,
-        clock: Arc<dyn Clock>,
-        timing: Timing,
-    ) -> Result<Self, Error> {
+    fn start(config: builder::Config) -> Result<Self, Error> {
         let (tx, rx) = unbounded();
-        let epoch = clock.now();
+        let epoch = config.clock.now();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 heap: IndexedHeap::new(),
+                busy: HashSet::new(),
+                held: HashMap::new(),
                 next_anon: 0,
-                capacity,
+                capacity: config.capacity,
                 mode: Mode::Running,
+                wakeups: 0,
             }),
             leader_cv: Condvar::new(),
-            clock,
+            clock: config.clock,
             epoch,
             tx,
             rx,
-            timing,
+            claim_batch: config.claim_batch,
+            workers: config.workers,
+            spin_before_due: config.spin_before_due,
+            adaptive_wake: config.adaptive_wake,
+            exclusive: config.exclusive_keys,
+            expire_after: config.expire_after,
+            counters: Counters::new(config.workers),
+            #[cfg(loom)]
+            fault: config.fault,
         });
         let weak: Weak<dyn Wake> = Arc::downgrade(&shared) as Weak<dyn Wake>;
         shared.clock.register(Waker::new(weak));
 
-        let mut handles = Vec::with_capacity(workers);
-        let mut ids = Vec::with_capacity(workers);
-        for i in 0..workers {
+        let mut handles = Vec::with_capacity(config.workers);
+        let mut ids = Vec::with_capacity(config.workers);
+        for i in 0..config.workers {
             let worker_shared = shared.clone();
             let spawned = thread::Builder::new()
-                .name(format!("{thread_name}-{i}"))
-                .spawn(move || worker::work(&worker_shared));
+                .name(format!("{}-{i}", config.thread_name))
+                .spawn(move || worker::work(&worker_shared, i));
             match spawned {
                 Ok(h) => {
                     ids.push(h.thread().id());
@@ -426,6 +587,143 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         self.add(None, due, f)
     }
 
+    /// Run `f` at `first`, then every `period` after `first`, under `key`,
+    /// with the default policies ([`MissedTicks::Skip`], [`OnPanic::Stop`]).
+    /// A run never overlaps the previous run of the same task.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at`](Self::schedule_at), and [`Error::ZeroPeriod`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Clock, ManualClock, Outcome, TimerPool};
+    ///
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let tick = pool.schedule_at_fixed_rate("heartbeat", clock.now(), Duration::from_secs(1), || {})?;
+    /// while tick.runs() < 1 {
+    ///     std::thread::yield_now();
+    /// }
+    /// assert!(tick.cancel());
+    /// assert_eq!(tick.wait(), Outcome::Cancelled);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn schedule_at_fixed_rate<F>(
+        &self,
+        key: K,
+        first: Instant,
+        period: Duration,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.schedule_repeating(key, first, Repeat::fixed_rate(period), f)
+    }
+
+    /// Run `f` at `first`, then `delay` after each run finishes, under `key`
+    /// ([`OnPanic::Stop`] on panic).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    pub fn schedule_with_fixed_delay<F>(
+        &self,
+        key: K,
+        first: Instant,
+        delay: Duration,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.schedule_repeating(key, first, Repeat::fixed_delay(delay), f)
+    }
+
+    /// Keyless [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    pub fn submit_at_fixed_rate<F>(
+        &self,
+        first: Instant,
+        period: Duration,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.add_repeating(None, first, Repeat::fixed_rate(period), f)
+    }
+
+    /// Keyless [`schedule_with_fixed_delay`](Self::schedule_with_fixed_delay).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    pub fn submit_with_fixed_delay<F>(
+        &self,
+        first: Instant,
+        delay: Duration,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.add_repeating(None, first, Repeat::fixed_delay(delay), f)
+    }
+
+    /// Run `f` at `first` and then as `repeat` says, under `key`. Scheduling
+    /// a pending key replaces its task, periodic or not; scheduling any task
+    /// under the key of a periodic task stops it (outcome `Replaced`), even
+    /// while it runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    pub fn schedule_repeating<F>(
+        &self,
+        key: K,
+        first: Instant,
+        repeat: Repeat,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.add_repeating(Some(key), first, repeat, f)
+    }
+
+    /// Keyless [`schedule_repeating`](Self::schedule_repeating).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    pub fn submit_repeating<F>(
+        &self,
+        first: Instant,
+        repeat: Repeat,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.add_repeating(None, first, repeat, f)
+    }
+
+    /// The pool's counters and lateness percentiles.
+    pub fn stats(&self) -> Stats {
+        let (pending, wakeups) = {
+            let st = self.shared.state.lock();
+            (st.pending(), st.wakeups)
+        };
+        self.shared.counters.snapshot(pending, wakeups)
+    }
+
     /// Schedule many keyed tasks under one acquisition of the pool's lock:
     /// each `(key, at, f)` as [`schedule_at`](Self::schedule_at) would, in
     /// order (a key that appears twice is replaced by its later entry, whose
@@ -471,18 +769,30 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
                     0
                 }
             };
-            let slot = Arc::new(OutcomeSlot::new());
-            jobs.push((key, due, Box::new(OneShot::new(f, slot.clone())) as BoxJob));
+            let at = self.shared.instant_of(due).unwrap_or(self.shared.epoch);
+            let slot = Arc::new(OutcomeSlot::new(at));
+            jobs.push((
+                key,
+                due,
+                Box::new(OneShot::new(f, slot.clone())) as BoxJob<K>,
+            ));
             slots.push(slot);
         }
+        let n = jobs.len();
+        let refused = |e: Error| {
+            for _ in 0..n {
+                self.shared.counters.refused();
+            }
+            e
+        };
         if bad_time {
             for (_, _, job) in jobs {
                 drop_quietly(job);
             }
-            return Err(Error::TimeOutOfRange);
+            return Err(refused(Error::TimeOutOfRange));
         }
         let keys: Vec<K> = jobs.iter().map(|(k, _, _)| k.clone()).collect();
-        let seqs = self.shared.insert_batch(jobs)?;
+        let seqs = self.shared.insert_batch(jobs).map_err(refused)?;
         let pool = Arc::downgrade(&self.shared);
         Ok(slots
             .into_iter()
@@ -502,12 +812,16 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// The earliest pending due time.
     pub fn next_due(&self) -> Option<Instant> {
         let due = self.shared.state.lock().heap.peek_due()?;
+        if due == NEVER {
+            return None; // only running periodic tasks' stand-ins
+        }
         self.shared.instant_of(due)
     }
 
-    /// Number of pending (not yet claimed) tasks.
+    /// Number of pending (not yet claimed) tasks; a periodic task counts
+    /// while it is live.
     pub fn len(&self) -> usize {
-        self.shared.state.lock().heap.len()
+        self.shared.state.lock().pending()
     }
 
     /// True when no task is pending.
@@ -526,12 +840,35 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// Called from inside one of the pool's tasks, it starts the shutdown but
     /// does not wait (a worker cannot join itself).
     pub fn shutdown(&self) {
-        {
+        #[cfg(loom)]
+        if self.shared.faulty(Fault::ShutdownNoNotify) {
             let mut st = self.shared.state.lock();
             if st.mode == Mode::Running {
                 st.mode = Mode::Draining;
             }
+            drop(st);
+            self.join();
+            return;
+        }
+        let stopped = {
+            let mut st = self.shared.state.lock();
+            if st.mode == Mode::Running {
+                st.mode = Mode::Draining;
+            }
+            // Periodic tasks never drain by themselves: stop them.
+            let mut stopped = st.heap.remove_where(|job| job.is_periodic());
+            let held: Vec<_> = st
+                .held
+                .iter()
+                .filter(|(_, e)| e.value.is_periodic())
+                .map(|(k, _)| k.clone())
+                .collect();
+            stopped.extend(held.iter().filter_map(|k| st.held.remove(k)));
             self.shared.leader_cv.notify_one();
+            stopped
+        };
+        for entry in stopped {
+            self.shared.abandon(entry.value, Abandon::Shutdown);
         }
         self.join();
     }
@@ -546,16 +883,22 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         let drained = {
             let mut st = self.shared.state.lock();
             st.mode = Mode::Stopped;
-            let drained = st.heap.drain();
+            // Held tasks are already due: they come first.
+            let mut drained: Vec<_> = st.held.drain().map(|(_, e)| e).collect();
+            drained.sort_by_key(|e| (e.due, e.seq));
+            drained.extend(st.heap.drain());
             self.shared.leader_cv.notify_one();
             drained
         };
         let mut keys = Vec::new();
         for entry in drained {
             if let TaskKey::Keyed(k) = entry.key {
-                keys.push(k);
+                // A running periodic task's stand-in is stopped, not returned.
+                if !entry.value.is_stand_in() {
+                    keys.push(k);
+                }
             }
-            entry.value.abandon(Abandon::Shutdown);
+            self.shared.abandon(entry.value, Abandon::Shutdown);
         }
         self.join();
         keys
@@ -579,7 +922,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     fn due_at(&self, at: Instant) -> Result<i64, Error> {
-        nanos_i64(at.saturating_duration_since(self.shared.epoch)).ok_or(Error::TimeOutOfRange)
+        nanos_i64(at.saturating_duration_since(self.shared.epoch))
+            .filter(|&d| d < NEVER)
+            .ok_or(Error::TimeOutOfRange)
     }
 
     fn due_after(&self, delay: Duration) -> Result<i64, Error> {
@@ -587,6 +932,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         self.shared
             .now_ns()
             .checked_add(delay)
+            .filter(|&d| d < NEVER)
             .ok_or(Error::TimeOutOfRange)
     }
 
@@ -603,19 +949,59 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         let due = match due {
             Ok(d) => d,
             Err(e) => {
+                self.shared.counters.refused();
                 drop_quietly(f);
                 return Err(e);
             }
         };
-        let slot = Arc::new(OutcomeSlot::new());
-        let job: BoxJob = Box::new(OneShot::new(f, slot.clone()));
-        let (key, seq) = self.shared.insert(key, due, job)?;
-        Ok(TaskHandle::new(
-            slot,
-            Arc::downgrade(&self.shared),
-            key,
-            seq,
-        ))
+        let at = self.shared.instant_of(due).unwrap_or(self.shared.epoch);
+        let slot = Arc::new(OutcomeSlot::new(at));
+        let job: BoxJob<K> = Box::new(OneShot::new(f, slot.clone()));
+        match self.shared.insert(key, due, job) {
+            Ok((key, seq)) => Ok(TaskHandle::new(
+                slot,
+                Arc::downgrade(&self.shared),
+                key,
+                seq,
+            )),
+            Err(e) => {
+                self.shared.counters.refused();
+                Err(e)
+            }
+        }
+    }
+
+    fn add_repeating<F>(
+        &self,
+        key: Option<K>,
+        first: Instant,
+        repeat: Repeat,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        let checked = repeat
+            .every_ns()
+            .and_then(|every| Ok((every, self.due_at(first)?)));
+        let (every, due) = match checked {
+            Ok(v) => v,
+            Err(e) => {
+                self.shared.counters.refused();
+                drop_quietly(f);
+                return Err(e);
+            }
+        };
+        let at = self.shared.instant_of(due).unwrap_or(self.shared.epoch);
+        let ctl = Arc::new(PeriodicCtl::new(at));
+        let job: BoxJob<K> = Box::new(PeriodicJob::new(f, ctl.clone(), repeat, every));
+        match self.shared.insert(key, due, job) {
+            Ok((key, _)) => Ok(PeriodicHandle::new(ctl, Arc::downgrade(&self.shared), key)),
+            Err(e) => {
+                self.shared.counters.refused();
+                Err(e)
+            }
+        }
     }
 }
 

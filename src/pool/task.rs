@@ -1,21 +1,97 @@
 //! Type-erased tasks: what the heap and the hand-off channel carry.
 
-use super::outcome::{Abandon, Outcome, OutcomeSlot};
+use super::outcome::{Abandon, Outcome, OutcomeSlot, Timing};
 use crate::sync::Arc;
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// A task as the pool sees it: run it, or give it up with a reason.
-/// Either consumes it and delivers its one outcome.
-pub(crate) trait Job: Send {
-    /// Run the task, catching its panic, and deliver the outcome.
-    fn run(self: Box<Self>);
-    /// Drop the task unrun and deliver `why` as its outcome.
-    fn abandon(self: Box<Self>, why: Abandon);
-}
+use std::time::Instant;
 
 /// A boxed [`Job`].
-pub(crate) type BoxJob = Box<dyn Job>;
+pub(crate) type BoxJob<K> = Box<dyn Job<K>>;
+
+/// When a claimed task fell due, was claimed and started, on the pool's clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunCtx {
+    /// Due time, nanoseconds since the pool's epoch.
+    pub(crate) due: i64,
+    /// The instant of `due`.
+    pub(crate) due_at: Instant,
+    /// When the leader claimed it.
+    pub(crate) claimed: Instant,
+    /// When its worker started it.
+    pub(crate) started: Instant,
+    /// `started` in nanoseconds since the pool's epoch.
+    pub(crate) started_ns: i64,
+}
+
+/// What a worker does after a run.
+pub(crate) enum Next<K> {
+    /// The task is finished and has delivered its outcome.
+    Done,
+    /// A periodic task wants to run again at `due` (nanoseconds since epoch),
+    /// in place of the stand-in it left in the heap.
+    Again {
+        /// Next due time.
+        due: i64,
+        /// The task itself.
+        job: BoxJob<K>,
+    },
+    /// A periodic task stops with this outcome, if its stand-in is still in
+    /// the heap (otherwise whoever removed the stand-in delivered one).
+    Stop {
+        /// The task itself.
+        job: BoxJob<K>,
+        /// Its final outcome.
+        outcome: Outcome<()>,
+    },
+}
+
+/// What one run did, for the pool's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ran {
+    /// Returned normally.
+    Completed,
+    /// Panicked.
+    Panicked,
+    /// Skipped: it could only start later than the staleness tolerance.
+    Expired,
+}
+
+/// A task as the pool sees it. Running, expiring or abandoning consumes it.
+pub(crate) trait Job<K>: Send {
+    /// Run the task on a worker, catching its panic.
+    fn run(self: Box<Self>, ctx: &RunCtx, finished: &dyn Fn() -> (Instant, i64)) -> (Ran, Next<K>);
+    /// Skip this run because it is stale.
+    fn expire(self: Box<Self>, ctx: &RunCtx) -> Next<K>;
+    /// Drop the task unrun and deliver `why` as its (final) outcome.
+    fn abandon(self: Box<Self>, why: Abandon);
+    /// A periodic task's stand-in, left in the heap under its key while it
+    /// runs so that cancel and replace still find it.
+    fn stand_in(&self) -> Option<BoxJob<K>> {
+        None
+    }
+    /// True for a stand-in (never claimed, never run).
+    fn is_stand_in(&self) -> bool {
+        false
+    }
+    /// True for periodic tasks and their stand-ins.
+    fn is_periodic(&self) -> bool {
+        false
+    }
+    /// Deliver a final outcome (periodic tasks stopping by themselves).
+    fn finish(self: Box<Self>, outcome: Outcome<()>) {
+        drop_quietly(self);
+        let _ = outcome;
+    }
+    /// Record the heap stamp of the task's current entry (periodic tasks).
+    fn set_seq(&self, seq: u64) {
+        let _ = seq;
+    }
+    /// The heap stamp of the entry this task expects to find (periodic tasks).
+    fn seq(&self) -> u64 {
+        u64::MAX
+    }
+}
 
 /// A one-shot task and where its outcome goes.
 pub(crate) struct OneShot<F, T> {
@@ -31,24 +107,32 @@ impl<F, T> OneShot<F, T> {
     }
 }
 
-impl<F, T> Job for OneShot<F, T>
+impl<K, F, T> Job<K> for OneShot<F, T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>) {
+    fn run(self: Box<Self>, ctx: &RunCtx, finished: &dyn Fn() -> (Instant, i64)) -> (Ran, Next<K>) {
         let OneShot { f, slot } = *self;
-        let outcome = match catch_unwind(AssertUnwindSafe(f)) {
-            Ok(v) => Outcome::Completed(v),
-            Err(payload) => Outcome::Panicked(panic_message(payload)),
+        let (ran, outcome) = match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(v) => (Ran::Completed, Outcome::Completed(v)),
+            Err(payload) => (Ran::Panicked, Outcome::Panicked(panic_message(payload))),
         };
-        slot.set(outcome);
+        slot.set(outcome, Timing::ran(ctx, finished().0));
+        (ran, Next::Done)
+    }
+
+    fn expire(self: Box<Self>, ctx: &RunCtx) -> Next<K> {
+        let OneShot { f, slot } = *self;
+        drop_quietly(f);
+        slot.set(Outcome::Expired, Timing::claimed(ctx));
+        Next::Done
     }
 
     fn abandon(self: Box<Self>, why: Abandon) {
         let OneShot { f, slot } = *self;
         drop_quietly(f);
-        slot.set(why.into());
+        slot.set(why.into(), Timing::unclaimed());
     }
 }
 

@@ -1,0 +1,139 @@
+//! Deliberate protocol faults for the loom models, compiled only under
+//! `--cfg loom`.
+//!
+//! Each [`Fault`] replaces one step of the leader-follower protocol with a
+//! broken version of itself, the way one model in `loom-tests/` guards
+//! against, so that model can be shown to fail (`docs/loom.md`). A pool built
+//! without [`Builder::fault`](super::Builder::fault) runs the real protocol.
+//! Normal builds contain none of this.
+
+use super::outcome::Abandon;
+use super::{Shared, TaskKey};
+use std::hash::Hash;
+
+/// One way to break the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// `schedule` does not notify the leader when the earliest due time
+    /// changes, so a leader waiting for a later deadline sleeps through an
+    /// earlier task.
+    NoNotifyOnNewHead,
+    /// The leader decides to wait from one critical section and waits in
+    /// another (release and re-lock in between): a task scheduled in the gap
+    /// notifies nobody. The mode is re-read after the re-lock, so this breaks
+    /// the head check only and leaves shutdown to [`Fault::ShutdownNoNotify`].
+    UnlockBeforeWait,
+    /// The leader reads the clock once per leadership and compares against
+    /// that reading after every wake, instead of re-reading it.
+    StaleClock,
+    /// `cancel` looks the key up in one critical section and removes it in
+    /// another, and reports the lookup: a claim in between runs a task whose
+    /// cancel returned true.
+    CancelCheckThenRemove,
+    /// Scheduling a pending key adds the new task beside the old one (as a
+    /// heap without a key index would) instead of replacing it: both run.
+    ReplaceKeepsOld,
+    /// `shutdown` changes the mode without notifying the leader.
+    ShutdownNoNotify,
+    /// `schedule` checks that the pool is running in one critical section and
+    /// inserts in another: a task can go in after the workers exited.
+    IntakeOutsideLock,
+    /// A moved manual clock notifies the leader without taking the pool
+    /// lock: the notify can fall between the leader's clock read and its
+    /// wait.
+    WakeWithoutLock,
+    /// The leader sends the claimed tasks but drops the lead token.
+    DropLead,
+    /// The leader sends the lead token before the claimed tasks, so the next
+    /// leader can sit on the channel's only worker while they wait.
+    LeadBeforeRuns,
+    /// After a periodic run the worker puts the task back even when its
+    /// stand-in was removed meanwhile (by a cancel, a replace or a
+    /// shutdown): the task runs again after a cancel that returned true.
+    ReinsertWithoutStandInCheck,
+    /// A periodic task put back after its run does not notify the leader,
+    /// even when it became the earliest task.
+    ReinsertNoNotify,
+    /// Exclusive keys: the leader claims a due task whose key's previous task
+    /// still runs instead of holding it.
+    ExclusiveNoHold,
+    /// Exclusive keys: releasing a key moves its held successor back into
+    /// the heap without notifying the leader.
+    ExclusiveReleaseNoNotify,
+    /// A draining leader stops once the heap is empty, although tasks are
+    /// still held for their keys.
+    DrainIgnoresHeld,
+}
+
+impl Fault {
+    /// Every fault with the name [`Builder::fault`](super::Builder::fault)
+    /// takes.
+    const ALL: [(&'static str, Fault); 15] = [
+        ("no-notify-on-new-head", Fault::NoNotifyOnNewHead),
+        ("unlock-before-wait", Fault::UnlockBeforeWait),
+        ("stale-clock", Fault::StaleClock),
+        ("cancel-check-then-remove", Fault::CancelCheckThenRemove),
+        ("replace-keeps-old", Fault::ReplaceKeepsOld),
+        ("shutdown-no-notify", Fault::ShutdownNoNotify),
+        ("intake-outside-lock", Fault::IntakeOutsideLock),
+        ("wake-without-lock", Fault::WakeWithoutLock),
+        ("drop-lead", Fault::DropLead),
+        ("lead-before-runs", Fault::LeadBeforeRuns),
+        (
+            "reinsert-without-stand-in-check",
+            Fault::ReinsertWithoutStandInCheck,
+        ),
+        ("reinsert-no-notify", Fault::ReinsertNoNotify),
+        ("exclusive-no-hold", Fault::ExclusiveNoHold),
+        (
+            "exclusive-release-no-notify",
+            Fault::ExclusiveReleaseNoNotify,
+        ),
+        ("drain-ignores-held", Fault::DrainIgnoresHeld),
+    ];
+
+    /// The fault called `name`.
+    ///
+    /// # Panics
+    ///
+    /// On an unknown name, listing the known ones, so a typo cannot pass for
+    /// a fault the model tolerates.
+    pub(crate) fn named(name: &str) -> Fault {
+        match Self::ALL.iter().find(|(n, _)| *n == name) {
+            Some(&(_, f)) => f,
+            None => {
+                let known: Vec<&str> = Self::ALL.iter().map(|(n, _)| *n).collect();
+                panic!("unknown fault {name:?}; known: {known:?}")
+            }
+        }
+    }
+}
+
+impl<K> Shared<K> {
+    /// True when this pool was built with `fault`.
+    pub(crate) fn faulty(&self, fault: Fault) -> bool {
+        self.fault == Some(fault)
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
+    /// [`Fault::CancelCheckThenRemove`]: look up, unlock, remove, and report
+    /// the lookup. `seq` restricts it to one stamp, as `cancel_exact` does.
+    pub(crate) fn cancel_check_then_remove(&self, key: &TaskKey<K>, seq: Option<u64>) -> bool {
+        let pending = match self.state.lock().heap.get(key) {
+            Some((_, s)) => seq.map_or(true, |want| want == s),
+            None => false,
+        };
+        let removed = {
+            let mut st = self.state.lock();
+            match seq {
+                Some(s) => st.heap.remove_seq(key, s),
+                None => st.heap.remove(key),
+            }
+        };
+        if let Some(entry) = removed {
+            self.abandon(entry.value, Abandon::Cancelled);
+        }
+        pending
+    }
+}

@@ -59,6 +59,18 @@ fn main() {
         .get(2)
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    if what == "burst" {
+        // The burst workload instead, for callgrind: n zero-delay tasks.
+        use common::pools::{Pool, Timerpool};
+        let pool = Timerpool::start();
+        let d = common::workloads::burst(&pool, n);
+        pool.finish();
+        println!(
+            "burst n={n}: {:.2} M tasks/s",
+            n as f64 / d.as_secs_f64() / 1e6
+        );
+        return;
+    }
     let r = match what {
         "scheduler" => churn(n, ChurnScheduler::new),
         "pool" => churn(n, ChurnPool::new),

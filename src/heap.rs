@@ -13,7 +13,7 @@
 //!   its node, so a move costs one store into the slot table and
 //!   no hashing. A removed entry's slot goes on a free list instead of moving
 //!   the last slot into the hole (which would cost a re-hash and two more
-//!   random accesses); when the table falls to a quarter full it is
+//!   random accesses); when the table falls to an eighth full it is
 //!   compacted, so memory falls back after mass removal.
 //! - The index (`index.rs`) is an open-addressing table of 8-byte buckets,
 //!   each a slot number beside 32 bits of its key's hash: a lookup costs one
@@ -533,31 +533,39 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         }
     }
 
-    /// Give memory back once the heap has fallen to a quarter of its slot
-    /// table: move the live slots to the front, rebuild the index, shrink.
+    /// Give memory back once the heap has fallen to an eighth of its slot
+    /// table: move the live slots to the front, renumber the index, shrink.
     fn maybe_shrink(&mut self) {
         let len = self.nodes.len();
         let cap = self.slots.capacity();
-        if cap <= FLOOR || len >= cap / 4 {
+        if cap <= FLOOR || len >= cap / 8 {
             return;
         }
         let target = (len * 2).max(FLOOR);
+        // One pass in slot order (sequential reads; the node writes land in
+        // the now small heap array), then renumber the index in place: its
+        // buckets keep their hashes, so no key is hashed again. This runs
+        // under the owner's lock, so it must stay short: a rebuild of the
+        // index by re-inserting keys took milliseconds at 32k entries.
+        let mut renumber = vec![NONE; self.slots.len()];
         let mut slots: Vec<Slot<K, V>> = Vec::with_capacity(target);
-        for (pos, node) in self.nodes.iter_mut().enumerate() {
-            let old = &mut self.slots[node.slot as usize];
-            slots.push(Slot {
-                entry: old.entry.take(),
-                pos: pos as u32,
-            });
-            node.slot = (slots.len() - 1) as u32;
+        for (old, s) in self.slots.iter_mut().enumerate() {
+            if s.entry.is_none() {
+                continue;
+            }
+            if let Some(entry) = s.entry.take() {
+                let new = slots.len() as u32;
+                renumber[old] = new;
+                self.nodes[s.pos as usize].slot = new;
+                slots.push(Slot {
+                    entry: Some(entry),
+                    pos: s.pos,
+                });
+            }
         }
         self.slots = slots;
         self.free = NONE;
-        let mut index = SlotIndex::default();
-        for (i, s) in self.slots.iter().enumerate() {
-            index.insert(self.hasher.hash_one(s.key()), i as u32);
-        }
-        self.index = index;
+        self.index.renumber(|old| renumber[old as usize]);
         self.nodes.shrink_to(target);
     }
 

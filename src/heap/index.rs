@@ -121,13 +121,10 @@ impl SlotIndex {
         Some(slot)
     }
 
-    /// Replace every slot number `s` by `new(s)`; hashes and bucket
-    /// positions stay as they are.
-    pub(super) fn renumber(&mut self, mut new: impl FnMut(u32) -> u32) {
-        for b in &mut self.buckets {
-            if *b != EMPTY {
-                *b = pack(hash_of(*b), new(slot_of(*b)));
-            }
+    /// Point the entry of slot `old` (under `hash`) at slot `new` instead.
+    pub(super) fn repoint(&mut self, hash: u64, old: u32, new: u32) {
+        if let Some(i) = self.find_bucket(hash, |s| s == old) {
+            self.buckets[i] = pack(h32(hash), new);
         }
     }
 

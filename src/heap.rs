@@ -96,6 +96,48 @@ impl<K, V> Slot<K, V> {
     }
 }
 
+/// Buffers the heap gave up when it shrank, freed when this is dropped.
+///
+/// Freeing a large buffer can stall the freeing thread for milliseconds on
+/// a virtual machine (the kernel must flush the other CPUs' address
+/// translations), so an owner that holds a lock around the heap takes them
+/// with [`IndexedHeap::take_retired`] and drops them after unlocking. If
+/// the owner never takes them, the heap frees them itself at its next
+/// shrink.
+pub struct Retired<K, V> {
+    /// An emptied heap array.
+    nodes: Vec<Node>,
+    /// An emptied slot table.
+    slots: Vec<Slot<K, V>>,
+    /// An emptied index table.
+    index: Vec<u64>,
+}
+
+impl<K, V> Retired<K, V> {
+    fn none() -> Self {
+        Retired {
+            nodes: Vec::new(),
+            slots: Vec::new(),
+            index: Vec::new(),
+        }
+    }
+
+    /// True when it holds no buffer.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.capacity() == 0 && self.slots.capacity() == 0 && self.index.capacity() == 0
+    }
+}
+
+impl<K, V> fmt::Debug for Retired<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retired")
+            .field("nodes", &self.nodes.capacity())
+            .field("slots", &self.slots.capacity())
+            .field("index", &self.index.capacity())
+            .finish()
+    }
+}
+
 /// An entry taken out of the heap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry<K, V> {
@@ -154,6 +196,8 @@ pub struct IndexedHeap<K, V, S = DefaultState> {
     nodes: Vec<Node>,
     /// Dense slot table; `slots[nodes[p].slot].pos == p` for every `p`.
     slots: Vec<Slot<K, V>>,
+    /// Buffers given up by the last shrink, not yet taken by the owner.
+    retired: Retired<K, V>,
     /// Key hash → slot number.
     index: SlotIndex,
     /// Hashes keys for the index.
@@ -218,6 +262,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         IndexedHeap {
             nodes: Vec::new(),
             slots: Vec::new(),
+            retired: Retired::none(),
             index: SlotIndex::default(),
             hasher,
             next_seq: 0,
@@ -397,13 +442,22 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         out
     }
 
-    /// Bytes held by the three tables (capacity, not length), for memory
-    /// accounting.
+    /// The buffers given up by shrinking since the last call, to drop
+    /// outside the owner's lock; see [`Retired`].
+    pub fn take_retired(&mut self) -> Retired<K, V> {
+        std::mem::replace(&mut self.retired, Retired::none())
+    }
+
+    /// Bytes held by the three tables and not yet taken retired buffers
+    /// (capacity, not length), for memory accounting.
     pub fn allocated_bytes(&self) -> usize {
         use std::mem::size_of;
         self.nodes.capacity() * size_of::<Node>()
             + self.slots.capacity() * size_of::<Slot<K, V>>()
             + self.index.allocated_bytes()
+            + self.retired.nodes.capacity() * size_of::<Node>()
+            + self.retired.slots.capacity() * size_of::<Slot<K, V>>()
+            + self.retired.index.capacity() * size_of::<u64>()
     }
 
     /// Check heap order, index agreement and lengths.
@@ -492,14 +546,29 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
     }
 
     /// Give memory back once the heap has fallen to a quarter of its
-    /// capacity: the vectors shrink in place (no entry moves).
+    /// capacity: the entries move to smaller vectors (no entry is renumbered)
+    /// and the old ones are retired, to be freed outside the owner's lock.
     fn maybe_shrink(&mut self) {
         let len = self.nodes.len();
         let cap = self.slots.capacity();
+        let mut shrunk = Retired::none();
         if cap > FLOOR && len < cap / 4 {
             let target = (len * 2).max(FLOOR);
-            self.nodes.shrink_to(target);
-            self.slots.shrink_to(target);
+            let mut nodes = Vec::with_capacity(target);
+            nodes.extend_from_slice(&self.nodes);
+            shrunk.nodes = std::mem::replace(&mut self.nodes, nodes);
+            shrunk.nodes.clear();
+            let mut slots = Vec::with_capacity(target);
+            slots.append(&mut self.slots);
+            shrunk.slots = std::mem::replace(&mut self.slots, slots);
+        }
+        if let Some(index) = self.index.shrink_if_sparse() {
+            shrunk.index = index;
+        }
+        if !shrunk.is_empty() {
+            // Keeps at most one generation: an owner that does not take
+            // them frees the previous ones here.
+            self.retired = shrunk;
         }
     }
 
@@ -617,6 +686,23 @@ mod tests {
             "{} vs {peak}",
             h.allocated_bytes()
         );
+    }
+
+    #[test]
+    fn shrinking_retires_the_old_buffers_to_the_owner() {
+        let mut h = IndexedHeap::new();
+        for k in 0..10_000u64 {
+            h.insert(k, k as i64, ());
+        }
+        assert!(h.take_retired().is_empty());
+        for k in 0..9_990u64 {
+            h.remove(&k).unwrap();
+        }
+        h.check_invariants().unwrap();
+        let retired = h.take_retired();
+        assert!(!retired.is_empty(), "{retired:?}");
+        assert!(h.take_retired().is_empty());
+        assert_eq!(h.len(), 10);
     }
 
     #[test]

@@ -92,7 +92,7 @@ impl SlotIndex {
     /// Add `slot` under `hash`; the caller guarantees its key is absent.
     pub(super) fn insert(&mut self, hash: u64, slot: u32) {
         if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
-            self.resize(
+            let _ = self.resize(
                 ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
                     .next_power_of_two()
                     .max(16),
@@ -153,31 +153,33 @@ impl SlotIndex {
             }
         }
         self.buckets[i] = EMPTY;
-        self.maybe_shrink();
     }
 
-    /// Shrink the table once it is a 32nd full. Rarely, and only when few
-    /// entries are left to re-place: the shrink runs inside an operation
-    /// under the owner's lock, and fresh pages are slow to fault in (2–3 ms
-    /// to re-place 32k entries at an eighth full on the benchmark machine).
-    fn maybe_shrink(&mut self) {
+    /// Shrink the table once it is a 32nd full, returning the old buckets
+    /// for the caller to free (outside its lock: freeing a large buffer can
+    /// stall). Rarely, and only when few entries are left to re-place.
+    pub(super) fn shrink_if_sparse(&mut self) -> Option<Vec<u64>> {
         let n = self.buckets.len();
         if n > 64 && self.len * 32 < n {
             let want = ((self.len * LOAD_DEN / LOAD_NUM + 1).next_power_of_two() * 2).max(16);
             if want < n {
-                self.resize(want);
+                return Some(self.resize(want));
             }
         }
+        None
     }
 
-    /// Re-place every bucket in a table of `n` buckets.
-    fn resize(&mut self, n: usize) {
-        let old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
-        for b in old {
+    /// Re-place every bucket in a table of `n` buckets; returns the old,
+    /// emptied table.
+    fn resize(&mut self, n: usize) -> Vec<u64> {
+        let mut old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
+        for &b in &old {
             if b != EMPTY {
                 self.place(b);
             }
         }
+        old.clear();
+        old
     }
 
     /// Every (hash32, slot) pair, for invariant checks.
@@ -230,6 +232,7 @@ mod tests {
             assert_eq!(ix.remove(hash(k), |s| s == k), Some(k));
         }
         assert_eq!(ix.len(), 0);
+        assert!(ix.shrink_if_sparse().is_some());
         assert!(ix.allocated_bytes() <= 64 * 8);
     }
 }

@@ -283,6 +283,10 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
                     // Everything due was held back: check again.
                     continue;
                 }
+                // Buffers the heap gave up while shrinking: a free can stall
+                // for milliseconds, so they travel behind the token and a
+                // worker with nothing else to do frees them.
+                let retired = st.heap.take_retired();
                 drop(st);
                 // One message per worker at most, not one per task: a burst
                 // costs a channel hand-off (and perhaps a wake-up) per part,
@@ -305,6 +309,9 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
                     return Led::HandedOff;
                 }
                 let _ = shared.tx.send(Msg::Lead(token));
+                if !retired.is_empty() {
+                    let _ = shared.tx.send(Msg::Free(Box::new(retired)));
+                }
                 return Led::HandedOff;
             }
         }

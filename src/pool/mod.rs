@@ -332,7 +332,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if self.faulty(Fault::CancelCheckThenRemove) {
             return self.cancel_check_then_remove(key, None);
         }
-        let removed = self.state.lock().remove_pending(key, None);
+        let (removed, retired) = {
+            let mut st = self.state.lock();
+            (st.remove_pending(key, None), st.heap.take_retired())
+        };
+        drop(retired);
         match removed {
             Some(entry) => {
                 self.abandon(entry.value, Abandon::Cancelled);
@@ -348,7 +352,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if self.faulty(Fault::CancelCheckThenRemove) {
             return self.cancel_check_then_remove(key, Some(seq));
         }
-        let removed = self.state.lock().remove_pending(key, Some(seq));
+        let (removed, retired) = {
+            let mut st = self.state.lock();
+            (st.remove_pending(key, Some(seq)), st.heap.take_retired())
+        };
+        drop(retired);
         match removed {
             Some(entry) => {
                 self.abandon(entry.value, Abandon::Cancelled);

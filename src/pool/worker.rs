@@ -33,6 +33,9 @@ pub(crate) enum Msg<K> {
     Lead(Lead),
     /// Stop: pass it on to the next worker, then exit.
     Exit,
+    /// Buffers the heap gave up, to free outside every lock. Sent last in a
+    /// hand-off, so the worker that receives it has nothing else to do.
+    Free(Box<dyn std::any::Any + Send>),
 }
 
 /// A worker's whole life; `index` picks its lateness histogram.
@@ -44,6 +47,7 @@ pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, in
                     execute(shared, index, c);
                 }
             }
+            Ok(Msg::Free(buffers)) => drop(buffers),
             Ok(Msg::Lead(token)) => match leader::lead(shared, token) {
                 Led::HandedOff => {}
                 Led::Exit => return,

@@ -76,7 +76,9 @@ fn print_table(title: &str, unit_cols: &[&str], rows: &[Row], better: &[bool]) {
     for r in rows {
         print!("{:<24}", r.name);
         for (m, s) in &r.cells {
-            print!(" {:>11.1} ±{:>4.0}%", m, s * 100.0);
+            // Two decimals below 10 (throughputs, small latencies), one above.
+            let prec = if *m < 10.0 { 2 } else { 1 };
+            print!(" {:>11.*} ±{:>4.0}%", prec, m, s * 100.0);
         }
         println!();
     }

@@ -290,7 +290,14 @@ fn producer(
                 } else {
                     now + rng.gen_range(Duration::ZERO..=round.clock.max_delay())
                 };
-                let f = task(&round, id, key, due, panics);
+                // Now and then a hot task stays running for a millisecond:
+                // the window in which its key's next task falls due.
+                let linger = if hot && rng.gen_bool(0.05) {
+                    Duration::from_millis(1)
+                } else {
+                    Duration::ZERO
+                };
+                let f = task(&round, id, key, due, panics, linger);
                 let result = match key {
                     Some(k) => pool.schedule_at(k, due, f),
                     None => pool.submit_at(due, f),
@@ -332,6 +339,7 @@ fn task(
     key: Option<u32>,
     due: Instant,
     panics: bool,
+    linger: Duration,
 ) -> impl FnOnce() -> usize + Send + 'static {
     let guard = Guard {
         table: round.table.clone(),
@@ -350,8 +358,10 @@ fn task(
             if running.swap(true, Ordering::SeqCst) {
                 round.overlaps.fetch_add(1, Ordering::SeqCst);
             }
-            // Stay running for a moment, so an overlapping run can show up.
-            for _ in 0..20 {
+            // Stay running for a moment, so an overlapping run can show up
+            // (busy: the task itself takes this long; no sleep).
+            let t0 = Instant::now();
+            while t0.elapsed() < linger {
                 thread::yield_now();
             }
             running.store(false, Ordering::SeqCst);

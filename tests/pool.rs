@@ -447,3 +447,36 @@ fn every_wake_rereads_clock_and_head() {
     assert!(timing.started.unwrap() >= t0 + Duration::from_secs(20));
     assert_eq!(done(moved), Outcome::Completed(0));
 }
+
+#[test]
+fn shutdown_returns_once_the_last_pending_task_is_cancelled() {
+    // A draining leader waits for the last pending task; cancelling that
+    // task must wake it, or shutdown() would wait for the task's due time
+    // (for ever on a manual clock).
+    let (_clock, pool) = manual_pool(2);
+    let pool = Arc::new(pool);
+    let far = pool
+        .schedule_after(1, Duration::from_secs(3600), || ())
+        .unwrap();
+    let before = pool.stats().leader_wakeups;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = pool.clone();
+    let stopper = std::thread::spawn(move || {
+        p.shutdown();
+        tx.send(()).unwrap();
+    });
+    // Once the leader has woken for the shutdown and gone back to waiting
+    // (it holds the lock from its wake to its next wait), cancel.
+    let start = Instant::now();
+    while pool.stats().leader_wakeups == before {
+        assert!(
+            start.elapsed() < BOUND,
+            "the leader never heard the shutdown"
+        );
+        std::thread::yield_now();
+    }
+    assert!(far.cancel());
+    rx.recv_timeout(BOUND)
+        .expect("shutdown returned after the last task was cancelled");
+    stopper.join().unwrap();
+}

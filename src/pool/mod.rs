@@ -266,14 +266,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if self.faulty(Fault::CancelCheckThenRemove) {
             return self.cancel_check_then_remove(key, None);
         }
-        let removed = self.state.lock().remove_pending(key, None);
-        match removed {
-            Some(entry) => {
-                self.abandon(entry.value, Abandon::Cancelled);
-                true
-            }
-            None => false,
-        }
+        self.cancel_pending(key, || None)
     }
 
     /// Cancel `key`'s pending task only if it is the one stamped `seq`.
@@ -282,7 +275,26 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if self.faulty(Fault::CancelCheckThenRemove) {
             return self.cancel_check_then_remove(key, Some(seq));
         }
-        let removed = self.state.lock().remove_pending(key, Some(seq));
+        self.cancel_pending(key, || Some(seq))
+    }
+
+    /// Cancel a periodic task by its handle: its current entry, whether the
+    /// task itself or its stand-in.
+    pub(crate) fn cancel_periodic(&self, key: &TaskKey<K>, ctl: &PeriodicCtl) -> bool {
+        self.cancel_pending(key, || Some(ctl.seq()))
+    }
+
+    /// Remove `key`'s pending task (only the one with the stamp `seq` gives,
+    /// read under the lock, if any) and give it `Cancelled`.
+    fn cancel_pending(&self, key: &TaskKey<K>, seq: impl FnOnce() -> Option<u64>) -> bool {
+        let removed = {
+            let mut st = self.state.lock();
+            let removed = st.remove_pending(key, seq());
+            if removed.is_some() {
+                self.notify_if_drained(&st);
+            }
+            removed
+        };
         match removed {
             Some(entry) => {
                 self.abandon(entry.value, Abandon::Cancelled);
@@ -292,20 +304,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         }
     }
 
-    /// Cancel a periodic task by its handle: its current entry, whether the
-    /// task itself or its stand-in.
-    pub(crate) fn cancel_periodic(&self, key: &TaskKey<K>, ctl: &PeriodicCtl) -> bool {
-        let removed = {
-            let mut st = self.state.lock();
-            let seq = ctl.seq();
-            st.remove_pending(key, Some(seq))
-        };
-        match removed {
-            Some(entry) => {
-                self.abandon(entry.value, Abandon::Cancelled);
-                true
-            }
-            None => false,
+    /// A draining leader waits for the last pending task; when a removal
+    /// (not a claim) takes it, the leader must hear of it or it would sleep
+    /// until that task's due time, or for ever if it waits untimed.
+    pub(crate) fn notify_if_drained(&self, st: &State<K>) {
+        if st.mode != Mode::Running && st.drained() {
+            self.leader_cv.notify_one();
         }
     }
 }

@@ -123,6 +123,7 @@ fn execute<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usi
         if exclusive {
             st.release_key(&c.key);
         }
+        shared.notify_if_drained(&st);
         #[cfg(loom)]
         let head = if shared.faulty(Fault::ExclusiveReleaseNoNotify) {
             st.heap.peek_due()

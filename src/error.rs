@@ -39,6 +39,13 @@ pub enum Error {
     ZeroPeriod,
     /// A claim batch of zero was requested; the leader must claim at least one task.
     ZeroClaimBatch,
+    /// A spin window longer than the pool accepts was requested.
+    SpinTooLong {
+        /// The window asked for.
+        requested: std::time::Duration,
+        /// The longest accepted window.
+        max: std::time::Duration,
+    },
     /// The operating system refused to start a worker thread.
     Spawn(String),
     /// The pool is shutting down or shut down and takes no new work.
@@ -68,6 +75,12 @@ impl fmt::Display for Error {
             }
             Error::ZeroPeriod => f.write_str("a periodic task needs a positive period or delay"),
             Error::ZeroClaimBatch => f.write_str("the claim batch must be positive, got 0"),
+            Error::SpinTooLong { requested, max } => {
+                write!(
+                    f,
+                    "spin window {requested:?} is longer than the maximum {max:?}"
+                )
+            }
             Error::Spawn(why) => write!(f, "could not start a worker thread: {why}"),
             Error::ShutDown => f.write_str("the pool is shut down and accepts no new tasks"),
             Error::TimeOutOfRange => {

@@ -3,13 +3,35 @@
 //!
 //! # Layout
 //!
-//! The heap array holds small copyable [`Node`]s (`due`, `seq`, slot number),
-//! so sifting moves 24-byte values and never touches keys or payloads. Keys and
-//! payloads live in a dense slot table; each slot records where its node sits in
-//! the heap, so a move costs one store into the slot table and no hashing. The
-//! hash index maps a key to its slot. Removal swaps the last slot into the hole,
-//! so the table stays dense and every vector can shrink after mass removal: the
-//! structure never holds a stale entry.
+//! Three tables, each touched as little as an operation allows (the churn
+//! profile in `docs/benchmarks.md` counts the cache misses):
+//!
+//! - The heap array holds small copyable `Node`s (`due`, `seq`, slot
+//!   number), so sifting moves 24-byte values and never touches keys or
+//!   payloads.
+//! - A dense slot table holds each entry's key and payload and the position
+//!   of its node, so a move costs one store into the slot table and no
+//!   hashing. Removal moves the last slot into the hole (re-pointing its
+//!   node and its index bucket), so the table never has holes and every
+//!   vector shrinks in place (`shrink_to`) after mass removal, with no
+//!   compaction pass. (A free list of slots was measured: 5-15% cheaper per
+//!   removal at 1M entries, but its compaction, run inside a removal under
+//!   the owner's lock, stalled a pool for milliseconds.)
+//! - The index (`index.rs`) is an open-addressing table of 8-byte buckets,
+//!   each a slot number beside 32 bits of its key's hash: a lookup costs one
+//!   cache miss in the index and one in the slot table (where the key is
+//!   compared), and growing the index never touches a key. The default hasher is foldhash with a per-process random seed: several
+//!   times cheaper than SipHash on integer keys, and keys an attacker chooses
+//!   cannot be aimed at a seed they do not know. Callers who need
+//!   cryptographic DoS resistance pass `std`'s `RandomState` to
+//!   [`IndexedHeap::with_hasher`].
+//!
+//! Moves are eager. A lazy variant (a later move leaves the node's old key
+//! as a lower bound, settled when it reaches the root) was measured and
+//! dropped: when many deadlines move later, the lower bounds surface one by
+//! one and each settles with a sift from the root, which cost more than the
+//! short eager sift from the node's own position (most nodes of a 4-ary
+//! heap are leaves or next to them).
 //!
 //! `seq` is a per-heap counter stamped on every insert and replace, so entries
 //! with equal due times pop in first-in, first-out order.
@@ -17,10 +39,15 @@
 //! This module has no synchronisation at all; [`crate::Scheduler`] and the pool
 //! wrap it in their own lock.
 
-use std::collections::hash_map::{Entry as MapEntry, RandomState};
-use std::collections::HashMap;
+mod index;
+
+use index::SlotIndex;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+
+/// The default hasher of the index: foldhash, seeded per process and per
+/// heap from a random source.
+pub type DefaultState = foldhash::fast::RandomState;
 
 /// Children per heap node. Four halves the depth of a binary heap and keeps a
 /// node's children in one or two cache lines.
@@ -28,6 +55,9 @@ const ARITY: usize = 4;
 
 /// The most entries a heap can hold: positions are stored as `u32`.
 pub const MAX_LEN: usize = u32::MAX as usize;
+
+/// Tables at most this long are never shrunk.
+const FLOOR: usize = 1024;
 
 /// One heap-array element: the ordering key and where the payload lives.
 #[derive(Clone, Copy, Debug)]
@@ -51,12 +81,61 @@ impl Node {
 /// Key, payload and heap position of one entry.
 #[derive(Debug)]
 struct Slot<K, V> {
-    /// The entry's key (also held by the index).
+    /// The entry's key (also hashed by the index).
     key: K,
     /// The caller's payload.
     value: V,
     /// Position of this entry's node in the heap array.
     pos: u32,
+}
+
+impl<K, V> Slot<K, V> {
+    #[inline]
+    fn key(&self) -> &K {
+        &self.key
+    }
+}
+
+/// Buffers the heap gave up when it shrank, freed when this is dropped.
+///
+/// Freeing a large buffer can stall the freeing thread for milliseconds on
+/// a virtual machine (the kernel must flush the other CPUs' address
+/// translations), so an owner that holds a lock around the heap takes them
+/// with [`IndexedHeap::take_retired`] and drops them after unlocking. If
+/// the owner never takes them, the heap frees them itself at its next
+/// shrink.
+pub struct Retired<K, V> {
+    /// An emptied heap array.
+    nodes: Vec<Node>,
+    /// An emptied slot table.
+    slots: Vec<Slot<K, V>>,
+    /// An emptied index table.
+    index: Vec<u64>,
+}
+
+impl<K, V> Retired<K, V> {
+    fn none() -> Self {
+        Retired {
+            nodes: Vec::new(),
+            slots: Vec::new(),
+            index: Vec::new(),
+        }
+    }
+
+    /// True when it holds no buffer.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.capacity() == 0 && self.slots.capacity() == 0 && self.index.capacity() == 0
+    }
+}
+
+impl<K, V> fmt::Debug for Retired<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retired")
+            .field("nodes", &self.nodes.capacity())
+            .field("slots", &self.slots.capacity())
+            .field("index", &self.index.capacity())
+            .finish()
+    }
 }
 
 /// An entry taken out of the heap.
@@ -112,13 +191,17 @@ pub enum Inserted<V> {
 /// assert_eq!(heap.pop_due(4), None);
 /// heap.check_invariants().unwrap();
 /// ```
-pub struct IndexedHeap<K, V, S = RandomState> {
+pub struct IndexedHeap<K, V, S = DefaultState> {
     /// The heap array, in heap order.
     nodes: Vec<Node>,
-    /// Dense table of entries; `slots[nodes[p].slot].pos == p` for every `p`.
+    /// Dense slot table; `slots[nodes[p].slot].pos == p` for every `p`.
     slots: Vec<Slot<K, V>>,
-    /// Key → slot number.
-    index: HashMap<K, u32, S>,
+    /// Buffers given up by the last shrink, not yet taken by the owner.
+    retired: Retired<K, V>,
+    /// Key hash → slot number.
+    index: SlotIndex,
+    /// Hashes keys for the index.
+    hasher: S,
     /// Next insertion stamp.
     next_seq: u64,
 }
@@ -150,7 +233,7 @@ impl<K, V, S> IndexedHeap<K, V, S> {
     pub fn peek(&self) -> Option<(i64, &K)> {
         self.nodes
             .first()
-            .map(|n| (n.due, &self.slots[n.slot as usize].key))
+            .map(|n| (n.due, self.slots[n.slot as usize].key()))
     }
 
     /// The earliest due time, in O(1).
@@ -167,9 +250,9 @@ impl<K: Hash + Eq + Clone, V> Default for IndexedHeap<K, V> {
 }
 
 impl<K: Hash + Eq + Clone, V> IndexedHeap<K, V> {
-    /// An empty heap.
+    /// An empty heap with the default hasher (foldhash, randomly seeded).
     pub fn new() -> Self {
-        Self::with_hasher(RandomState::new())
+        Self::with_hasher(DefaultState::default())
     }
 }
 
@@ -179,20 +262,29 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         IndexedHeap {
             nodes: Vec::new(),
             slots: Vec::new(),
-            index: HashMap::with_hasher(hasher),
+            retired: Retired::none(),
+            index: SlotIndex::default(),
+            hasher,
             next_seq: 0,
         }
     }
 
+    /// The slot of `key`, if present.
+    #[inline]
+    fn find(&self, hash: u64, key: &K) -> Option<u32> {
+        let slots = &self.slots;
+        self.index.find(hash, |s| slots[s as usize].key() == key)
+    }
+
     /// True when `key` has an entry.
     pub fn contains_key(&self, key: &K) -> bool {
-        self.index.contains_key(key)
+        self.find(self.hasher.hash_one(key), key).is_some()
     }
 
     /// Due time and stamp of `key`'s entry.
     pub fn get(&self, key: &K) -> Option<(i64, u64)> {
-        let slot = *self.index.get(key)?;
-        let node = self.nodes[self.slots[slot as usize].pos as usize];
+        let slot = &self.slots[self.find(self.hasher.hash_one(key), key)? as usize];
+        let node = self.nodes[slot.pos as usize];
         Some((node.due, node.seq))
     }
 
@@ -211,7 +303,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Like [`insert`](Self::insert), but a new key is refused (and given
     /// back with its payload) when the heap already holds `limit` entries.
-    /// Replacing a present key always succeeds. One hash lookup either way.
+    /// Replacing a present key always succeeds.
     pub fn try_insert(
         &mut self,
         key: K,
@@ -219,47 +311,46 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         value: V,
         limit: usize,
     ) -> Result<Inserted<V>, (K, V)> {
+        let hash = self.hasher.hash_one(&key);
         let seq = self.next_seq;
-        match self.index.entry(key) {
-            MapEntry::Occupied(occupied) => {
-                self.next_seq += 1;
-                let slot = *occupied.get() as usize;
-                let old = std::mem::replace(&mut self.slots[slot].value, value);
-                let pos = self.slots[slot].pos as usize;
-                let before = self.nodes[pos];
-                self.nodes[pos].due = due;
-                self.nodes[pos].seq = seq;
-                if self.nodes[pos].before(&before) {
-                    self.sift_up(pos);
-                } else {
-                    self.sift_down(pos);
-                }
-                Ok(Inserted::Replaced {
-                    seq,
-                    old_due: before.due,
-                    old_seq: before.seq,
-                    old,
-                })
-            }
-            MapEntry::Vacant(vacant) => {
-                if self.nodes.len() >= limit.min(MAX_LEN) {
-                    let key = vacant.into_key();
-                    return Err((key, value));
-                }
-                self.next_seq += 1;
-                let slot = self.slots.len() as u32;
-                let pos = self.nodes.len();
-                self.slots.push(Slot {
-                    key: vacant.key().clone(),
-                    value,
-                    pos: pos as u32,
-                });
-                vacant.insert(slot);
-                self.nodes.push(Node { due, seq, slot });
+        if let Some(slot) = self.find(hash, &key) {
+            self.next_seq += 1;
+            let s = &mut self.slots[slot as usize];
+            s.key = key;
+            let old = std::mem::replace(&mut s.value, value);
+            let pos = s.pos as usize;
+            let before = self.nodes[pos];
+            let (old_due, old_seq) = (before.due, before.seq);
+            self.nodes[pos].due = due;
+            self.nodes[pos].seq = seq;
+            if self.nodes[pos].before(&before) {
                 self.sift_up(pos);
-                Ok(Inserted::New { seq })
+            } else {
+                self.sift_down(pos);
             }
+            return Ok(Inserted::Replaced {
+                seq,
+                old_due,
+                old_seq,
+                old,
+            });
         }
+        if self.nodes.len() >= limit.min(MAX_LEN) {
+            return Err((key, value));
+        }
+        self.next_seq += 1;
+        let pos = self.nodes.len();
+        let slot = self.alloc_slot(key, value, pos as u32);
+        self.index.insert(hash, slot);
+        self.nodes.push(Node { due, seq, slot });
+        self.sift_up(pos);
+        Ok(Inserted::New { seq })
+    }
+
+    /// Append an entry's slot and return its number.
+    fn alloc_slot(&mut self, key: K, value: V, pos: u32) -> u32 {
+        self.slots.push(Slot { key, value, pos });
+        (self.slots.len() - 1) as u32
     }
 
     /// The stamp the next insert or replace will get.
@@ -271,17 +362,13 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// among equal due times, and handles that name it by stamp, stay valid).
     /// Returns the entry if `key` is present now, or `seq` was never issued.
     pub fn restore(&mut self, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
-        if entry.seq >= self.next_seq || self.index.contains_key(&entry.key) {
+        let hash = self.hasher.hash_one(&entry.key);
+        if entry.seq >= self.next_seq || self.find(hash, &entry.key).is_some() {
             return Err(entry);
         }
-        let slot = self.slots.len() as u32;
         let pos = self.nodes.len();
-        self.index.insert(entry.key.clone(), slot);
-        self.slots.push(Slot {
-            key: entry.key,
-            value: entry.value,
-            pos: pos as u32,
-        });
+        let slot = self.alloc_slot(entry.key, entry.value, pos as u32);
+        self.index.insert(hash, slot);
         self.nodes.push(Node {
             due: entry.due,
             seq: entry.seq,
@@ -293,40 +380,44 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Remove `key`'s entry.
     pub fn remove(&mut self, key: &K) -> Option<Entry<K, V>> {
-        let slot = *self.index.get(key)?;
-        Some(self.remove_slot(slot))
+        let hash = self.hasher.hash_one(key);
+        let slots = &self.slots;
+        let slot = self
+            .index
+            .remove(hash, |s| slots[s as usize].key() == key)?;
+        Some(self.take(slot))
     }
 
     /// Remove `key`'s entry only if its stamp is `seq` (so a handle to a
     /// replaced entry cannot remove its replacement).
     pub fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
-        let slot = *self.index.get(key)?;
-        let pos = self.slots[slot as usize].pos as usize;
-        if self.nodes[pos].seq != seq {
+        let hash = self.hasher.hash_one(key);
+        let slot = self.find(hash, key)?;
+        if self.nodes[self.slots[slot as usize].pos as usize].seq != seq {
             return None;
         }
-        Some(self.remove_slot(slot))
+        self.unindex(hash, slot);
+        Some(self.take(slot))
     }
 
     /// Remove and return the earliest entry.
     pub fn pop(&mut self) -> Option<Entry<K, V>> {
         let slot = self.nodes.first()?.slot;
-        Some(self.remove_slot(slot))
+        let hash = self.hasher.hash_one(self.slots[slot as usize].key());
+        self.unindex(hash, slot);
+        Some(self.take(slot))
     }
 
     /// Remove and return the earliest entry if its due time is `<= now`.
     pub fn pop_due(&mut self, now: i64) -> Option<Entry<K, V>> {
         match self.nodes.first() {
-            Some(n) if n.due <= now => {
-                let slot = n.slot;
-                Some(self.remove_slot(slot))
-            }
+            Some(n) if n.due <= now => self.pop(),
             _ => None,
         }
     }
 
     /// Remove every entry whose payload satisfies `pred`, in no particular
-    /// order. O(n log n) at worst.
+    /// order. O(n + m log n) for m removals.
     pub fn remove_where(&mut self, mut pred: impl FnMut(&V) -> bool) -> Vec<Entry<K, V>> {
         let doomed: Vec<u32> = (0..self.slots.len() as u32)
             .filter(|&s| pred(&self.slots[s as usize].value))
@@ -335,7 +426,9 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         // slot, which is never one still to be removed.
         let mut out = Vec::with_capacity(doomed.len());
         for &slot in doomed.iter().rev() {
-            out.push(self.remove_slot(slot));
+            let hash = self.hasher.hash_one(self.slots[slot as usize].key());
+            self.unindex(hash, slot);
+            out.push(self.take(slot));
         }
         out
     }
@@ -349,13 +442,22 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         out
     }
 
-    /// Bytes held by the three tables (capacity, not length), for memory
-    /// accounting. The hash index is estimated from its capacity.
+    /// The buffers given up by shrinking since the last call, to drop
+    /// outside the owner's lock; see [`Retired`].
+    pub fn take_retired(&mut self) -> Retired<K, V> {
+        std::mem::replace(&mut self.retired, Retired::none())
+    }
+
+    /// Bytes held by the three tables and not yet taken retired buffers
+    /// (capacity, not length), for memory accounting.
     pub fn allocated_bytes(&self) -> usize {
         use std::mem::size_of;
         self.nodes.capacity() * size_of::<Node>()
             + self.slots.capacity() * size_of::<Slot<K, V>>()
-            + self.index.capacity() * (size_of::<(K, u32)>() + 1)
+            + self.index.allocated_bytes()
+            + self.retired.nodes.capacity() * size_of::<Node>()
+            + self.retired.slots.capacity() * size_of::<Slot<K, V>>()
+            + self.retired.index.capacity() * size_of::<u64>()
     }
 
     /// Check heap order, index agreement and lengths.
@@ -393,18 +495,26 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
             if node.seq >= self.next_seq {
                 return Err(format!("stamp {} not below next_seq", node.seq));
             }
-        }
-        for (i, slot) in self.slots.iter().enumerate() {
-            match self.index.get(&slot.key) {
-                Some(&s) if s as usize == i => {}
-                other => return Err(format!("index maps slot {i}'s key to {other:?}")),
+            match self.find(self.hasher.hash_one(slot.key()), slot.key()) {
+                Some(s) if s == node.slot => {}
+                other => return Err(format!("index maps slot {}'s key to {other:?}", node.slot)),
             }
         }
-        Ok(())
+        self.index.check(|h, s| match self.slots.get(s as usize) {
+            Some(slot) if SlotIndex::short(self.hasher.hash_one(slot.key())) == h => Ok(()),
+            Some(_) => Err(format!("index holds slot {s} under a wrong hash")),
+            None => Err(format!("index holds missing slot {s}")),
+        })
     }
 
-    /// Take slot `slot` out of all three tables.
-    fn remove_slot(&mut self, slot: u32) -> Entry<K, V> {
+    /// Remove `slot` from the index, given its key's hash.
+    fn unindex(&mut self, hash: u64, slot: u32) {
+        self.index.remove(hash, |s| s == slot);
+    }
+
+    /// Take slot `slot` (already out of the index) out of the heap and the
+    /// slot table.
+    fn take(&mut self, slot: u32) -> Entry<K, V> {
         let pos = self.slots[slot as usize].pos as usize;
         let node = self.nodes[pos];
         let last = self.nodes.pop().expect("a slot implies a node");
@@ -419,14 +529,13 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         }
         let taken = self.slots.swap_remove(slot as usize);
         if let Some(moved) = self.slots.get(slot as usize) {
-            // The former last slot now lives at `slot`: repoint its node and key.
+            // The former last slot now lives at `slot`: repoint its node and
+            // its index bucket (found by its hash and old number).
+            let from = self.slots.len() as u32;
             self.nodes[moved.pos as usize].slot = slot;
-            *self
-                .index
-                .get_mut(&moved.key)
-                .expect("every slot's key is indexed") = slot;
+            let hash = self.hasher.hash_one(moved.key());
+            self.index.repoint(hash, from, slot);
         }
-        self.index.remove(&taken.key);
         self.maybe_shrink();
         Entry {
             key: taken.key,
@@ -436,16 +545,30 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         }
     }
 
-    /// Give memory back once the heap has fallen to a quarter of its capacity.
+    /// Give memory back once the heap has fallen to a quarter of its
+    /// capacity: the entries move to smaller vectors (no entry is renumbered)
+    /// and the old ones are retired, to be freed outside the owner's lock.
     fn maybe_shrink(&mut self) {
-        const FLOOR: usize = 1024;
         let len = self.nodes.len();
-        let cap = self.nodes.capacity();
+        let cap = self.slots.capacity();
+        let mut shrunk = Retired::none();
         if cap > FLOOR && len < cap / 4 {
             let target = (len * 2).max(FLOOR);
-            self.nodes.shrink_to(target);
-            self.slots.shrink_to(target);
-            self.index.shrink_to(target);
+            let mut nodes = Vec::with_capacity(target);
+            nodes.extend_from_slice(&self.nodes);
+            shrunk.nodes = std::mem::replace(&mut self.nodes, nodes);
+            shrunk.nodes.clear();
+            let mut slots = Vec::with_capacity(target);
+            slots.append(&mut self.slots);
+            shrunk.slots = std::mem::replace(&mut self.slots, slots);
+        }
+        if let Some(index) = self.index.shrink_if_sparse() {
+            shrunk.index = index;
+        }
+        if !shrunk.is_empty() {
+            // Keeps at most one generation: an owner that does not take
+            // them frees the previous ones here.
+            self.retired = shrunk;
         }
     }
 
@@ -566,6 +689,23 @@ mod tests {
     }
 
     #[test]
+    fn shrinking_retires_the_old_buffers_to_the_owner() {
+        let mut h = IndexedHeap::new();
+        for k in 0..10_000u64 {
+            h.insert(k, k as i64, ());
+        }
+        assert!(h.take_retired().is_empty());
+        for k in 0..9_990u64 {
+            h.remove(&k).unwrap();
+        }
+        h.check_invariants().unwrap();
+        let retired = h.take_retired();
+        assert!(!retired.is_empty(), "{retired:?}");
+        assert!(h.take_retired().is_empty());
+        assert_eq!(h.len(), 10);
+    }
+
+    #[test]
     fn extreme_due_times_order_correctly() {
         let mut h = IndexedHeap::new();
         h.insert(1, i64::MAX, ());
@@ -575,5 +715,64 @@ mod tests {
         assert_eq!(h.pop_due(0).map(|e| e.key), Some(3));
         assert_eq!(h.pop_due(i64::MAX - 1), None);
         assert_eq!(h.pop_due(i64::MAX).map(|e| e.key), Some(1));
+    }
+
+    #[test]
+    fn moving_every_key_later_keeps_pop_order() {
+        let mut h = IndexedHeap::new();
+        for k in 0..1000u64 {
+            h.insert(k, (k * 7919 % 1000) as i64, k);
+        }
+        // Move every key later, in an order unrelated to the heap's.
+        for k in 0..1000u64 {
+            h.insert((k * 13) % 1000, 5000 + (k * 31 % 1000) as i64, k);
+            h.check_invariants().unwrap();
+        }
+        let mut last = (i64::MIN, 0);
+        while let Some(e) = h.pop() {
+            assert!((e.due, e.seq) > last, "{:?} after {last:?}", (e.due, e.seq));
+            last = (e.due, e.seq);
+            h.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_later_move_with_a_tied_child_stays_ordered() {
+        let mut h = IndexedHeap::new();
+        h.insert("root", 1, ());
+        for k in ["a", "b", "c"] {
+            h.insert(k, 5, ());
+        }
+        h.insert("d", 5, ());
+        // "a" shares due 5 with its siblings, not its children; move the
+        // root later than its tied children.
+        h.insert("root", 5, ());
+        h.check_invariants().unwrap();
+        let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|e| e.key)).collect();
+        assert_eq!(order, vec!["a", "b", "c", "d", "root"]);
+    }
+
+    #[test]
+    fn removals_keep_the_slot_table_dense_and_ordered() {
+        let mut h = IndexedHeap::new();
+        for k in 0..10_000u64 {
+            h.insert(k, k as i64, ());
+        }
+        for k in (0..10_000u64).step_by(2) {
+            h.remove(&k).unwrap();
+        }
+        for k in 10_000..15_000u64 {
+            h.insert(k, k as i64, ());
+        }
+        h.check_invariants().unwrap();
+        for k in (1..10_000u64).step_by(2) {
+            h.remove(&k).unwrap();
+            if k % 1001 == 0 {
+                h.check_invariants().unwrap();
+            }
+        }
+        h.check_invariants().unwrap();
+        assert_eq!(h.len(), 5000);
+        assert_eq!(h.pop().map(|e| e.key), Some(10_000));
     }
 }

@@ -82,7 +82,7 @@ pub use clock::{Clock, ManualClock, SystemClock, Waker};
 pub use error::Error;
 pub use pool::{
     Builder, Lateness, MissedTicks, OnPanic, Outcome, PeriodicHandle, Repeat, Stats, TaskHandle,
-    TimerPool, Timing, MAX_WORKERS,
+    TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

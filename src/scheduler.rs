@@ -159,7 +159,10 @@ impl<K: Ord + Hash + Clone + Send + 'static> Scheduler<K> {
         if st.heap.peek_due() != head {
             self.wake.notify_all();
         }
+        let retired = st.heap.take_retired();
         drop(st);
+        // Freed outside the lock, as is the removed closure.
+        drop(retired);
         removed.is_some()
     }
 
@@ -191,12 +194,14 @@ impl<K: Ord + Hash + Clone + Send + 'static> Scheduler<K> {
     /// stays usable.
     pub fn run_due(&self, now: i64) -> usize {
         let mut batch = Vec::new();
-        {
+        let retired = {
             let mut st = self.state.lock();
             while let Some(e) = st.heap.pop_due(now) {
                 batch.push(e);
             }
-        }
+            st.heap.take_retired()
+        };
+        drop(retired);
         batch.sort_unstable_by(|a, b| (a.due, &a.key).cmp(&(b.due, &b.key)));
         let n = batch.len();
         for e in batch {

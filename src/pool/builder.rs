@@ -15,6 +15,9 @@ use std::time::Duration;
 /// The most worker threads a pool accepts.
 pub const MAX_WORKERS: usize = 1024;
 
+/// The longest spin window [`Builder::spin_before_due`] accepts: one second.
+pub const MAX_SPIN: Duration = Duration::from_secs(1);
+
 /// Builds a [`TimerPool`]; made by [`TimerPool::builder`].
 ///
 /// # Examples
@@ -44,6 +47,10 @@ pub struct Builder<K> {
     exclusive_keys: bool,
     /// Staleness tolerance.
     expire_after: Option<Duration>,
+    /// How long before a due time the leader stops sleeping and yields.
+    spin_before_due: Duration,
+    /// Whether the leader wakes early by its measured wake-up latency.
+    adaptive_wake: bool,
     /// The protocol step the loom models asked to break, if any.
     #[cfg(loom)]
     fault: Option<Fault>,
@@ -67,6 +74,10 @@ pub(crate) struct Config {
     pub(crate) exclusive_keys: bool,
     /// Staleness tolerance in nanoseconds.
     pub(crate) expire_after: Option<i64>,
+    /// How long before a due time the leader stops sleeping and yields.
+    pub(crate) spin_before_due: Duration,
+    /// Whether the leader wakes early by its measured wake-up latency.
+    pub(crate) adaptive_wake: bool,
     /// The protocol step the loom models asked to break, if any.
     #[cfg(loom)]
     pub(crate) fault: Option<Fault>,
@@ -82,6 +93,8 @@ impl<K> fmt::Debug for Builder<K> {
             .field("claim_batch", &self.claim_batch)
             .field("exclusive_keys", &self.exclusive_keys)
             .field("expire_after", &self.expire_after)
+            .field("spin_before_due", &self.spin_before_due)
+            .field("adaptive_wake", &self.adaptive_wake)
             .finish()
     }
 }
@@ -96,6 +109,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             claim_batch: 64,
             exclusive_keys: false,
             expire_after: None,
+            spin_before_due: Duration::ZERO,
+            adaptive_wake: true,
             #[cfg(loom)]
             fault: None,
             _key: PhantomData,
@@ -160,6 +175,48 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
+    /// Precision mode: the leader stops sleeping `window` before the earliest
+    /// due time and waits the rest by yielding its CPU in a loop, re-checking
+    /// the heap under the lock each round, so a task starts within a few
+    /// microseconds of its due time (never before it) at the cost of up to
+    /// one busy core while a due time is that close. The leader never spins
+    /// when no due time is within `window`: an idle pool, or one whose timers
+    /// are all further away, still sleeps. Has no effect with a clock that
+    /// moves only by hand. Default: zero (off). More than [`MAX_SPIN`] makes
+    /// [`build`](Self::build) fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder()
+    ///     .spin_before_due(Duration::from_micros(250))
+    ///     .build()
+    ///     .unwrap();
+    /// pool.shutdown();
+    /// ```
+    pub fn spin_before_due(mut self, window: Duration) -> Self {
+        self.spin_before_due = window;
+        self
+    }
+
+    /// Adaptive early wake: the leader measures how late the operating
+    /// system wakes it from timed waits, wakes that much (a smoothed
+    /// estimate, at most 1 ms) before the earliest due time, and yields the
+    /// remaining microseconds as in [`spin_before_due`](Self::spin_before_due).
+    /// Tasks start closer to their due time; they never start before it.
+    /// The cost is the CPU of those short yield loops, only while a due time
+    /// is that close: the leader yields only after sleeping into the early
+    /// window, so due times closer together than the wake-up latency get a
+    /// plain timed wait instead of a yield loop from one to the next, and
+    /// the yielding is capped at a tenth of one core per 100 ms. For precision regardless of CPU, use
+    /// [`spin_before_due`](Self::spin_before_due). Default: on.
+    pub fn adaptive_wake(mut self, on: bool) -> Self {
+        self.adaptive_wake = on;
+        self
+    }
+
     /// Break one step of the protocol on purpose, so a loom model can show
     /// it catches that break. Exists only under `--cfg loom`; the names are
     /// listed in `docs/loom.md`.
@@ -180,7 +237,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     ///
     /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
     /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
-    /// [`Error::ZeroClaimBatch`], [`Error::TimeOutOfRange`] for an
+    /// [`Error::ZeroClaimBatch`], [`Error::SpinTooLong`], [`Error::TimeOutOfRange`] for an
     /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the operating
     /// system refused a thread (the ones already started are stopped).
     pub fn build(self) -> Result<TimerPool<K>, Error> {
@@ -206,6 +263,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         if self.claim_batch == 0 {
             return Err(Error::ZeroClaimBatch);
         }
+        if self.spin_before_due > MAX_SPIN {
+            return Err(Error::SpinTooLong {
+                requested: self.spin_before_due,
+                max: MAX_SPIN,
+            });
+        }
         let expire_after = match self.expire_after {
             Some(t) => Some(i64::try_from(t.as_nanos()).map_err(|_| Error::TimeOutOfRange)?),
             None => None,
@@ -218,6 +281,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             claim_batch: self.claim_batch,
             exclusive_keys: self.exclusive_keys,
             expire_after,
+            spin_before_due: self.spin_before_due,
+            adaptive_wake: self.adaptive_wake,
             #[cfg(loom)]
             fault: self.fault,
         })

@@ -8,7 +8,15 @@
 //!   clock.
 //! - The head, the clock and the mode are read under the state lock in the
 //!   same critical section that decides to wait, and re-read after every
-//!   wake: nothing is carried across a wait.
+//!   wake: nothing is carried across a wait. A yield round of the spin
+//!   window is a wait too: the lock is released, the thread yields, and the
+//!   leader starts over from the check.
+//! - The leader yields instead of sleeping only while the head's real due
+//!   instant is within the spin window (the builder's `spin_before_due`, or
+//!   the measured wake-up latency when adaptive wake is on, within a yield
+//!   budget of a tenth of a core, and only after sleeping into the window).
+//!   No due time in the window means a plain wait, so an idle pool never
+//!   spins.
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
 
@@ -16,17 +24,115 @@
 use super::fault::Fault;
 use super::worker::{Claimed, Msg};
 use super::{Mode, Shared, TaskKey, NEVER};
+use crate::sync::thread;
 use std::hash::Hash;
+use std::time::{Duration, Instant};
 
 /// The leadership token. Exactly one exists per running pool; holding it is
-/// the only way to claim tasks.
+/// the only way to claim tasks. It carries what the leaders have learnt
+/// about this machine's wake-up latency, so the estimate travels with the
+/// leadership and needs no lock of its own.
 #[derive(Debug)]
-pub(crate) struct Lead(());
+pub(crate) struct Lead {
+    /// How late timed waits return, smoothed.
+    latency: WakeLatency,
+    /// How much the adaptive early wake has yielded lately.
+    budget: YieldBudget,
+}
 
 impl Lead {
     /// The pool's one token, made once at start-up.
     pub(crate) fn first() -> Self {
-        Lead(())
+        Lead {
+            latency: WakeLatency::default(),
+            budget: YieldBudget::default(),
+        }
+    }
+}
+
+/// The most the adaptive early wake moves a wait forward.
+const MAX_EARLY: Duration = Duration::from_millis(1);
+
+/// A smoothed estimate of how late a timed wait returns after its deadline:
+/// mean plus twice the mean deviation (the round-trip estimator of TCP), so
+/// that most wakes land before the due time and the rest is yielded away.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct WakeLatency {
+    /// Smoothed lateness, nanoseconds.
+    mean: u64,
+    /// Smoothed absolute deviation, nanoseconds.
+    dev: u64,
+}
+
+impl WakeLatency {
+    /// Learn from one timed wait that returned `late` after its deadline.
+    fn observe(&mut self, late: Duration) {
+        let x = late.min(MAX_EARLY * 4).as_nanos() as u64;
+        let err = x.abs_diff(self.mean);
+        if x >= self.mean {
+            self.mean += (x - self.mean) / 8;
+        } else {
+            self.mean -= (self.mean - x) / 8;
+        }
+        if err >= self.dev {
+            self.dev += (err - self.dev) / 4;
+        } else {
+            self.dev -= (self.dev - err) / 4;
+        }
+    }
+
+    /// How much earlier than a due time to end a timed wait.
+    pub(crate) fn early(&self) -> Duration {
+        Duration::from_nanos(self.mean + 2 * self.dev).min(MAX_EARLY)
+    }
+}
+
+/// The averaging window of [`YieldBudget`].
+const BUDGET_WINDOW: Duration = Duration::from_millis(100);
+
+/// The most the adaptive early wake may yield per [`BUDGET_WINDOW`]: a
+/// tenth of one core.
+const BUDGET: Duration = Duration::from_millis(10);
+
+/// Bounds the CPU the adaptive early wake spends yielding. When due times
+/// come closer together than the wake latency, the leader would otherwise
+/// yield without pause; past the budget it sleeps to the due time like a
+/// plain timed wait until the next window. (`spin_before_due` is the
+/// caller's explicit choice and is not bounded.)
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct YieldBudget {
+    /// Start of the current window.
+    since: Option<Instant>,
+    /// Yield time charged in the current window.
+    spent: Duration,
+}
+
+impl Default for YieldBudget {
+    fn default() -> Self {
+        YieldBudget {
+            since: None,
+            spent: Duration::ZERO,
+        }
+    }
+}
+
+impl YieldBudget {
+    /// True while the current window's budget lasts (a new window starts
+    /// [`BUDGET_WINDOW`] after the last one began).
+    fn allows(&mut self, now: Instant) -> bool {
+        match self.since {
+            Some(t) if now.saturating_duration_since(t) < BUDGET_WINDOW => {}
+            _ => {
+                self.since = Some(now);
+                self.spent = Duration::ZERO;
+            }
+        }
+        self.spent < BUDGET
+    }
+
+    /// Charge one yield round.
+    fn charge(&mut self, d: Duration) {
+        self.spent += d;
     }
 }
 
@@ -39,8 +145,14 @@ pub(crate) enum Led {
 }
 
 /// Lead until there is due work to hand off, or the pool stops.
-pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, token: Lead) -> Led {
+pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
+    shared: &Shared<K>,
+    mut token: Lead,
+) -> Led {
     let mut batch: Vec<Claimed<K>> = Vec::new();
+    // Set once a timed wait to the start of the early-wake window ended:
+    // from then on this leadership yields until the head is due.
+    let mut woke_early = false;
     let mut st = shared.state.lock();
     #[cfg(loom)]
     let mut first_now: Option<i64> = None;
@@ -79,11 +191,62 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
             Some(due) if due > now => {
                 match shared.real_deadline(due) {
                     Some(deadline) => {
-                        shared.leader_cv.wait_until(&mut st, deadline);
+                        let real_now = shared.real_now();
+                        let mut window = shared.spin_before_due;
+                        if shared.adaptive_wake && token.budget.allows(real_now) {
+                            window = window.max(token.latency.early());
+                        }
+                        let in_spin = deadline
+                            .checked_sub(shared.spin_before_due)
+                            .map_or(true, |t| t <= real_now);
+                        match deadline.checked_sub(window) {
+                            Some(wake_at) if wake_at > real_now => {
+                                let timed_out =
+                                    shared.leader_cv.wait_until(&mut st, wake_at).timed_out();
+                                st.wakeups += 1;
+                                if timed_out {
+                                    let late = shared.real_now().saturating_duration_since(wake_at);
+                                    token.latency.observe(late);
+                                    woke_early = true;
+                                }
+                            }
+                            // Within the window, after sleeping to its start
+                            // (or inside `spin_before_due`): give the CPU away
+                            // once with the lock released, then check
+                            // everything again. A yield, not a pure spin: on a
+                            // busy machine the workers that must run the task
+                            // need that CPU.
+                            _ if in_spin || woke_early => {
+                                drop(st);
+                                thread::yield_now();
+                                if !in_spin {
+                                    let spent =
+                                        shared.real_now().saturating_duration_since(real_now);
+                                    token.budget.charge(spent);
+                                }
+                                st = shared.state.lock();
+                            }
+                            // Inside the adaptive window without having slept
+                            // into it: due times come closer together than the
+                            // wake latency. Yielding from one to the next would
+                            // keep a core busy, so sleep to the due time itself.
+                            _ => {
+                                let timed_out =
+                                    shared.leader_cv.wait_until(&mut st, deadline).timed_out();
+                                st.wakeups += 1;
+                                if timed_out {
+                                    let late =
+                                        shared.real_now().saturating_duration_since(deadline);
+                                    token.latency.observe(late);
+                                }
+                            }
+                        }
                     }
-                    None => shared.leader_cv.wait(&mut st),
+                    None => {
+                        shared.leader_cv.wait(&mut st);
+                        st.wakeups += 1;
+                    }
                 }
-                st.wakeups += 1;
             }
             Some(_) => {
                 while batch.len() < shared.claim_batch {
@@ -120,30 +283,99 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, to
                     // Everything due was held back: check again.
                     continue;
                 }
+                // Buffers the heap gave up while shrinking: a free can stall
+                // for milliseconds, so they travel behind the token and a
+                // worker with nothing else to do frees them.
+                let retired = st.heap.take_retired();
                 drop(st);
+                // One message per worker at most, not one per task: a burst
+                // costs a channel hand-off (and perhaps a wake-up) per part,
+                // while every worker still gets a share to run in parallel.
+                let parts = split(batch, shared.workers);
                 #[cfg(loom)]
                 if shared.faulty(Fault::LeadBeforeRuns) {
                     let _ = shared.tx.send(Msg::Lead(token));
-                    for claimed in batch {
-                        let _ = shared.tx.send(Msg::Run(claimed));
+                    for part in parts {
+                        let _ = shared.tx.send(Msg::Run(part));
                     }
                     return Led::HandedOff;
                 }
-                for claimed in batch {
-                    let _ = shared.tx.send(Msg::Run(claimed));
+                for part in parts {
+                    let _ = shared.tx.send(Msg::Run(part));
                 }
                 #[cfg(loom)]
                 if shared.faulty(Fault::DropLead) {
-                    let Lead(()) = token;
+                    let Lead { .. } = token;
                     return Led::HandedOff;
                 }
                 let _ = shared.tx.send(Msg::Lead(token));
+                if !retired.is_empty() {
+                    let _ = shared.tx.send(Msg::Free(Box::new(retired)));
+                }
                 return Led::HandedOff;
             }
         }
     }
     drop(st);
-    let Lead(()) = token;
+    // The token ends here: no leader follows.
+    let Lead { .. } = token;
     let _ = shared.tx.send(Msg::Exit);
     Led::Exit
+}
+
+/// Split claimed tasks, in order, into at most `workers` parts of nearly
+/// equal length.
+fn split<T>(batch: Vec<T>, workers: usize) -> Vec<Vec<T>> {
+    let parts = workers.min(batch.len()).max(1);
+    let per = batch.len().div_ceil(parts);
+    let mut out = Vec::with_capacity(parts);
+    let mut jobs = batch.into_iter();
+    loop {
+        let part: Vec<T> = jobs.by_ref().take(per).collect();
+        if part.is_empty() {
+            return out;
+        }
+        out.push(part);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_latency_estimate_follows_observations_and_is_capped() {
+        let mut w = WakeLatency::default();
+        assert_eq!(w.early(), Duration::ZERO);
+        for _ in 0..200 {
+            w.observe(Duration::from_micros(50));
+        }
+        let e = w.early();
+        assert!(
+            e >= Duration::from_micros(45) && e <= Duration::from_micros(60),
+            "{e:?}"
+        );
+        for _ in 0..200 {
+            w.observe(Duration::from_secs(1));
+        }
+        assert_eq!(w.early(), MAX_EARLY);
+    }
+
+    #[test]
+    fn split_keeps_order_and_makes_at_most_one_part_per_worker() {
+        let parts = split((0..10).collect::<Vec<_>>(), 3);
+        assert_eq!(parts, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]);
+        assert_eq!(split(vec![1], 4), vec![vec![1]]);
+        assert!(split(Vec::<u8>::new(), 2).is_empty());
+    }
+
+    #[test]
+    fn yield_budget_runs_out_and_comes_back_next_window() {
+        let mut b = YieldBudget::default();
+        let t = Instant::now();
+        assert!(b.allows(t));
+        b.charge(BUDGET);
+        assert!(!b.allows(t + BUDGET_WINDOW / 2));
+        assert!(b.allows(t + BUDGET_WINDOW));
+    }
 }

@@ -21,7 +21,7 @@ mod stats;
 mod task;
 mod worker;
 
-pub use builder::{Builder, MAX_WORKERS};
+pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
 pub use outcome::{Outcome, TaskHandle, Timing};
 pub use periodic::{MissedTicks, OnPanic, PeriodicHandle, Repeat};
 pub use stats::{Lateness, Stats};
@@ -144,6 +144,12 @@ pub(crate) struct Shared<K> {
     pub(crate) rx: Receiver<Msg<K>>,
     /// Most tasks one leadership claims.
     pub(crate) claim_batch: usize,
+    /// Worker threads, so a claimed batch is split in at most that many parts.
+    pub(crate) workers: usize,
+    /// How long before a due time the leader stops sleeping and yields.
+    pub(crate) spin_before_due: Duration,
+    /// Whether the leader wakes early by its measured wake-up latency.
+    pub(crate) adaptive_wake: bool,
     /// A keyed task never starts while its key's previous task runs.
     pub(crate) exclusive: bool,
     /// Skip runs that would start more than this many nanoseconds late.
@@ -179,6 +185,12 @@ impl<K> Shared<K> {
     /// `None`: until notified.
     pub(crate) fn real_deadline(&self, due: i64) -> Option<Instant> {
         self.clock.sleep_deadline(self.instant_of(due)?)
+    }
+
+    /// The real instant now (for timing the leader's own waits, never for
+    /// deciding whether a task is due).
+    pub(crate) fn real_now(&self) -> Instant {
+        Instant::now()
     }
 }
 
@@ -260,6 +272,60 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         job.abandon(why);
     }
 
+    /// Insert keyed jobs under one lock, all or none; see
+    /// [`TimerPool::schedule_batch_at`]. Returns each job's stamp.
+    fn insert_batch(&self, jobs: Vec<(K, i64, BoxJob<K>)>) -> Result<Vec<u64>, Error> {
+        let mut st = self.state.lock();
+        let pending = st.heap.len().saturating_add(st.held.len());
+        let refused = if st.mode != Mode::Running {
+            Some(Error::ShutDown)
+        } else if pending.saturating_add(jobs.len()) > st.capacity {
+            Some(Error::CapacityReached {
+                capacity: st.capacity,
+            })
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            drop(st);
+            for (_, _, job) in jobs {
+                drop_quietly(job);
+            }
+            return Err(e);
+        }
+        let head = st.heap.peek_due();
+        let mut seqs = Vec::with_capacity(jobs.len());
+        let mut replaced = Vec::new();
+        for (key, due, job) in jobs {
+            let key = TaskKey::Keyed(key);
+            // A held task (exclusive keys) is pending too: this replaces it.
+            if !st.held.is_empty() {
+                if let Some(e) = st.held.remove(&key) {
+                    replaced.push(e.value);
+                }
+            }
+            job.set_seq(st.heap.next_seq());
+            match st.heap.insert(key, due, job) {
+                Inserted::New { seq } => seqs.push(seq),
+                Inserted::Replaced { seq, old, .. } => {
+                    seqs.push(seq);
+                    replaced.push(old);
+                }
+            }
+        }
+        if st.heap.peek_due() != head {
+            self.leader_cv.notify_one();
+        }
+        drop(st);
+        for _ in &seqs {
+            self.counters.scheduled();
+        }
+        for old in replaced {
+            self.abandon(old, Abandon::Replaced);
+        }
+        Ok(seqs)
+    }
+
     /// Cancel `key`'s pending task, whichever it is.
     fn cancel(&self, key: &TaskKey<K>) -> bool {
         #[cfg(loom)]
@@ -287,14 +353,16 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
     /// Remove `key`'s pending task (only the one with the stamp `seq` gives,
     /// read under the lock, if any) and give it `Cancelled`.
     fn cancel_pending(&self, key: &TaskKey<K>, seq: impl FnOnce() -> Option<u64>) -> bool {
-        let removed = {
+        let (removed, retired) = {
             let mut st = self.state.lock();
             let removed = st.remove_pending(key, seq());
             if removed.is_some() {
                 self.notify_if_drained(&st);
             }
-            removed
+            (removed, st.heap.take_retired())
         };
+        // Buffers the heap shrank away are freed outside the lock.
+        drop(retired);
         match removed {
             Some(entry) => {
                 self.abandon(entry.value, Abandon::Cancelled);
@@ -412,6 +480,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             tx,
             rx,
             claim_batch: config.claim_batch,
+            workers: config.workers,
+            spin_before_due: config.spin_before_due,
+            adaptive_wake: config.adaptive_wake,
             exclusive: config.exclusive_keys,
             expire_after: config.expire_after,
             counters: Counters::new(config.workers),
@@ -657,6 +728,84 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             (st.pending(), st.wakeups)
         };
         self.shared.counters.snapshot(pending, wakeups)
+    }
+
+    /// Schedule many keyed tasks under one acquisition of the pool's lock:
+    /// each `(key, at, f)` as [`schedule_at`](Self::schedule_at) would, in
+    /// order (a key that appears twice is replaced by its later entry, whose
+    /// earlier handle reports [`Outcome::Replaced`]). All or none: on error
+    /// nothing is scheduled and every closure is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimeOutOfRange`] if any `at` is out of range,
+    /// [`Error::ShutDown`] after a shutdown, and [`Error::CapacityReached`]
+    /// if the pending tasks plus the batch's length exceed the capacity
+    /// (counted before replacements, so a batch of replacements at capacity
+    /// is refused; schedule those one by one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(2).build()?;
+    /// let now = Instant::now();
+    /// let handles = pool.schedule_batch_at((0..100u64).map(|k| (k, now, move || k * 2)))?;
+    /// assert_eq!(handles.into_iter().map(|h| h.wait()).filter(Outcome::ran).count(), 100);
+    /// pool.shutdown();
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn schedule_batch_at<I, F, T>(&self, tasks: I) -> Result<Vec<TaskHandle<T, K>>, Error>
+    where
+        I: IntoIterator<Item = (K, Instant, F)>,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let tasks = tasks.into_iter();
+        let mut jobs = Vec::with_capacity(tasks.size_hint().0);
+        let mut slots = Vec::with_capacity(tasks.size_hint().0);
+        let mut bad_time = false;
+        for (key, at, f) in tasks {
+            let due = match self.due_at(at) {
+                Ok(d) => d,
+                Err(_) => {
+                    bad_time = true;
+                    0
+                }
+            };
+            let at = self.shared.instant_of(due).unwrap_or(self.shared.epoch);
+            let slot = Arc::new(OutcomeSlot::new(at));
+            jobs.push((
+                key,
+                due,
+                Box::new(OneShot::new(f, slot.clone())) as BoxJob<K>,
+            ));
+            slots.push(slot);
+        }
+        let n = jobs.len();
+        let refused = |e: Error| {
+            for _ in 0..n {
+                self.shared.counters.refused();
+            }
+            e
+        };
+        if bad_time {
+            for (_, _, job) in jobs {
+                drop_quietly(job);
+            }
+            return Err(refused(Error::TimeOutOfRange));
+        }
+        let keys: Vec<K> = jobs.iter().map(|(k, _, _)| k.clone()).collect();
+        let seqs = self.shared.insert_batch(jobs).map_err(refused)?;
+        let pool = Arc::downgrade(&self.shared);
+        Ok(slots
+            .into_iter()
+            .zip(keys)
+            .zip(seqs)
+            .map(|((slot, key), seq)| TaskHandle::new(slot, pool.clone(), TaskKey::Keyed(key), seq))
+            .collect())
     }
 
     /// Cancel `key`'s pending task. True iff one was pending: it will never

@@ -27,19 +27,27 @@ pub(crate) struct Claimed<K> {
 
 /// What travels through the hand-off channel.
 pub(crate) enum Msg<K> {
-    /// A claimed task: run it and deliver its outcome.
-    Run(Claimed<K>),
+    /// Claimed tasks, in due order: run each and deliver its outcome.
+    Run(Vec<Claimed<K>>),
     /// The leadership token: exactly one exists while the pool runs.
     Lead(Lead),
     /// Stop: pass it on to the next worker, then exit.
     Exit,
+    /// Buffers the heap gave up, to free outside every lock. Sent last in a
+    /// hand-off, so the worker that receives it has nothing else to do.
+    Free(Box<dyn std::any::Any + Send>),
 }
 
 /// A worker's whole life; `index` picks its lateness histogram.
 pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usize) {
     loop {
         match shared.rx.recv() {
-            Ok(Msg::Run(claimed)) => execute(shared, index, claimed),
+            Ok(Msg::Run(claimed)) => {
+                for c in claimed {
+                    execute(shared, index, c);
+                }
+            }
+            Ok(Msg::Free(buffers)) => drop(buffers),
             Ok(Msg::Lead(token)) => match leader::lead(shared, token) {
                 Led::HandedOff => {}
                 Led::Exit => return,

@@ -1,0 +1,134 @@
+//! The pools under test behind one small trait, so every workload runs the
+//! same code against each of them.
+
+use super::naive::NaivePool;
+use scheduled_thread_pool::ScheduledThreadPool;
+use std::time::{Duration, Instant};
+use timerpool::TimerPool;
+
+/// Worker threads every pool gets.
+pub const WORKERS: usize = 2;
+
+/// A pool that runs `f` at `due`, never before (or so it claims).
+pub trait Pool: Sized {
+    /// Start the pool.
+    fn start() -> Self;
+    /// Run `f` at `due`; `key` is used by keyed pools and ignored by others.
+    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F);
+    /// Stop the pool and join its threads.
+    fn finish(self);
+}
+
+/// `timerpool` with default settings, keyed tasks, a handle per task.
+pub struct Timerpool(pub TimerPool<u64>);
+
+impl Pool for Timerpool {
+    fn start() -> Self {
+        Timerpool(TimerPool::builder().workers(WORKERS).build().unwrap())
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
+        drop(self.0.schedule_at(key, due, f).unwrap());
+    }
+    fn finish(self) {
+        self.0.shutdown_now();
+    }
+}
+
+/// `timerpool` with the adaptive early wake off: a plain timed wait, the
+/// baseline that shows what the early wake costs and buys.
+pub struct TimerpoolPlain(pub TimerPool<u64>);
+
+impl Pool for TimerpoolPlain {
+    fn start() -> Self {
+        TimerpoolPlain(
+            TimerPool::builder()
+                .workers(WORKERS)
+                .adaptive_wake(false)
+                .build()
+                .unwrap(),
+        )
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
+        drop(self.0.schedule_at(key, due, f).unwrap());
+    }
+    fn finish(self) {
+        self.0.shutdown_now();
+    }
+}
+
+/// `timerpool` in precision mode: `.spin_before_due(250 µs)`.
+pub struct TimerpoolSpin(pub TimerPool<u64>);
+
+/// The spin window of the precision-mode pool.
+pub const SPIN: Duration = Duration::from_micros(250);
+
+impl Pool for TimerpoolSpin {
+    fn start() -> Self {
+        TimerpoolSpin(
+            TimerPool::builder()
+                .workers(WORKERS)
+                .spin_before_due(SPIN)
+                .build()
+                .unwrap(),
+        )
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
+        drop(self.0.schedule_at(key, due, f).unwrap());
+    }
+    fn finish(self) {
+        self.0.shutdown_now();
+    }
+}
+
+/// The `scheduled-thread-pool` crate.
+pub struct Stp(pub ScheduledThreadPool);
+
+impl Pool for Stp {
+    fn start() -> Self {
+        Stp(ScheduledThreadPool::new(WORKERS))
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, _key: u64, due: Instant, f: F) {
+        let delay = due.saturating_duration_since(Instant::now());
+        drop(self.0.execute_after(delay, f));
+    }
+    fn finish(self) {}
+}
+
+/// tokio: one spawned task per timer doing `sleep_until`, 2 workers.
+pub struct Tokio(pub tokio::runtime::Runtime);
+
+impl Pool for Tokio {
+    fn start() -> Self {
+        Tokio(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(WORKERS)
+                .enable_time()
+                .build()
+                .unwrap(),
+        )
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, _key: u64, due: Instant, f: F) {
+        self.0.spawn(async move {
+            tokio::time::sleep_until(due.into()).await;
+            f();
+        });
+    }
+    fn finish(self) {
+        self.0.shutdown_background();
+    }
+}
+
+/// The naive `Mutex<BinaryHeap>` + `Condvar` pool.
+pub struct Naive(pub NaivePool);
+
+impl Pool for Naive {
+    fn start() -> Self {
+        Naive(NaivePool::new(WORKERS))
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, _key: u64, due: Instant, f: F) {
+        drop(self.0.at(due, f));
+    }
+    fn finish(self) {
+        self.0.shutdown();
+    }
+}

@@ -1,0 +1,539 @@
+//! The workloads of the suite, shared by the criterion benches and
+//! `examples/bench_report.rs`.
+
+use super::naive::{NaiveHandle, NaivePool};
+use super::pools::Pool;
+use super::{ctx_switches, live_bytes, scramble};
+use cpu_time::ProcessTime;
+use hdrhistogram::Histogram;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Counts tasks down and wakes the waiter when the last one finished.
+pub struct Countdown {
+    left: AtomicUsize,
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Countdown {
+    /// A countdown from `n`.
+    pub fn new(n: usize) -> Arc<Self> {
+        Arc::new(Countdown {
+            left: AtomicUsize::new(n),
+            done: Mutex::new(n == 0),
+            cv: Condvar::new(),
+        })
+    }
+    /// One task finished.
+    pub fn hit(&self) {
+        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self.done.lock().unwrap() = true;
+            self.cv.notify_all();
+        }
+    }
+    /// Block until every task finished.
+    pub fn wait(&self) {
+        let mut d = self.done.lock().unwrap();
+        while !*d {
+            d = self.cv.wait(d).unwrap();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- burst
+
+/// Burst: one producer submits `n` zero-delay no-op tasks under scrambled
+/// keys; the time from the first submit to the last completion.
+pub fn burst<P: Pool>(pool: &P, n: usize) -> Duration {
+    let done = Countdown::new(n);
+    let start = Instant::now();
+    for i in 0..n {
+        let d = done.clone();
+        pool.at(scramble(i as u64), Instant::now(), move || d.hit());
+    }
+    done.wait();
+    start.elapsed()
+}
+
+/// Burst through `TimerPool::submit_batch_at`, in chunks of `chunk`.
+pub fn burst_batch(pool: &timerpool::TimerPool<u64>, n: usize, chunk: usize) -> Duration {
+    let done = Countdown::new(n);
+    let start = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let end = (i + chunk).min(n);
+        let now = Instant::now();
+        let batch = (i..end).map(|j| {
+            let d = done.clone();
+            (scramble(j as u64), now, move || d.hit())
+        });
+        pool.schedule_batch_at(batch).unwrap();
+        i = end;
+    }
+    done.wait();
+    start.elapsed()
+}
+
+// ---------------------------------------------------------------- lateness
+
+/// What a lateness run observed.
+#[derive(Debug, Clone)]
+pub struct Lateness {
+    /// Lateness of every on-time or late start, in nanoseconds.
+    pub hist: Histogram<u64>,
+    /// Starts before the due time (must be 0).
+    pub early: u64,
+    /// Process CPU time from the end of submission to the last completion.
+    pub cpu: Duration,
+    /// Wall time of the same span.
+    pub wall: Duration,
+}
+
+impl Lateness {
+    /// A percentile in microseconds.
+    pub fn us(&self, q: f64) -> f64 {
+        self.hist.value_at_quantile(q) as f64 / 1e3
+    }
+    /// The maximum in microseconds.
+    pub fn max_us(&self) -> f64 {
+        self.hist.max() as f64 / 1e3
+    }
+}
+
+fn new_hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap()
+}
+
+fn collect(marks: &[AtomicI64]) -> (Histogram<u64>, u64) {
+    let mut hist = new_hist();
+    let mut early = 0;
+    for m in marks {
+        let v = m.load(Ordering::Relaxed);
+        if v < 0 {
+            early += 1;
+        } else {
+            hist.record(v.max(1) as u64).unwrap();
+        }
+    }
+    (hist, early)
+}
+
+/// Lateness: `n` tasks with due times spread evenly over `spread`, submitted
+/// in scrambled order before the first is due; each records `start - due`.
+pub fn lateness<P: Pool>(pool: &P, n: usize, spread: Duration) -> Lateness {
+    let marks: Arc<Vec<AtomicI64>> = Arc::new((0..n).map(|_| AtomicI64::new(0)).collect());
+    let done = Countdown::new(n);
+    let t0 = Instant::now() + Duration::from_millis(300);
+    let step = spread.as_nanos() as u64 / n as u64;
+    for i in 0..n {
+        // A bijection of 0..n (n is not a power of two in general, so walk
+        // by a step coprime with n).
+        let j = (i as u64 * 7_919 % n as u64) as usize;
+        let due = t0 + Duration::from_nanos(j as u64 * step);
+        let (m, d) = (marks.clone(), done.clone());
+        pool.at(scramble(j as u64), due, move || {
+            let now = Instant::now();
+            let late = if now >= due {
+                (now - due).as_nanos() as i64
+            } else {
+                -1
+            };
+            m[j].store(late, Ordering::Relaxed);
+            d.hit();
+        });
+    }
+    let cpu0 = ProcessTime::now();
+    let wall0 = Instant::now();
+    done.wait();
+    let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
+    let (hist, early) = collect(&marks);
+    Lateness {
+        hist,
+        early,
+        cpu,
+        wall,
+    }
+}
+
+/// Preemption: while a task due in 10 s is pending, `trials` times schedule
+/// a task due in 1 ms and record its lateness.
+pub fn preemption<P: Pool>(pool: &P, trials: usize) -> Lateness {
+    pool.at(u64::MAX, Instant::now() + Duration::from_secs(10), || {});
+    let marks: Arc<Vec<AtomicI64>> = Arc::new((0..trials).map(|_| AtomicI64::new(0)).collect());
+    let cpu0 = ProcessTime::now();
+    let wall0 = Instant::now();
+    for i in 0..trials {
+        // Let the pool settle back into its wait on the far task.
+        std::thread::sleep(Duration::from_micros(500));
+        let done = Countdown::new(1);
+        let (m, d) = (marks.clone(), done.clone());
+        let due = Instant::now() + Duration::from_millis(1);
+        pool.at(scramble(i as u64), due, move || {
+            let now = Instant::now();
+            let late = if now >= due {
+                (now - due).as_nanos() as i64
+            } else {
+                -1
+            };
+            m[i].store(late, Ordering::Relaxed);
+            d.hit();
+        });
+        done.wait();
+    }
+    let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
+    let (hist, early) = collect(&marks);
+    Lateness {
+        hist,
+        early,
+        cpu,
+        wall,
+    }
+}
+
+/// What an idle run cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Idle {
+    /// Process CPU time over the idle span.
+    pub cpu: Duration,
+    /// Context switches of the process's threads over the idle span.
+    pub wakeups: u64,
+}
+
+/// Idle cost: `timers` tasks due in an hour, then `span` of doing nothing.
+pub fn idle<P: Pool>(pool: &P, timers: usize, span: Duration) -> Idle {
+    let far = Instant::now() + Duration::from_secs(3600);
+    for i in 0..timers {
+        pool.at(
+            scramble(i as u64),
+            far + Duration::from_micros(i as u64),
+            || {},
+        );
+    }
+    // Let the workers settle before measuring.
+    std::thread::sleep(Duration::from_millis(100));
+    let sw0 = ctx_switches();
+    let cpu0 = ProcessTime::now();
+    std::thread::sleep(span);
+    let cpu = cpu0.elapsed();
+    // The sleeping main thread itself switches once or twice.
+    Idle {
+        cpu,
+        wakeups: ctx_switches().saturating_sub(sw0),
+    }
+}
+
+// ---------------------------------------------------------------- churn
+
+/// A keyed timer structure under the churn workload. `i` is the entry's
+/// counter, `key` its scrambled business key.
+pub trait Churn {
+    /// Add a timer.
+    fn insert(&mut self, i: usize, key: u64, due: Instant);
+    /// Move a pending timer to a new due time.
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant);
+    /// Cancel a pending timer.
+    fn cancel(&mut self, i: usize, key: u64);
+    /// A runtime to enter around the timed loops, for structures that need one.
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        None
+    }
+}
+
+/// What a churn run measured.
+#[derive(Debug, Clone, Copy)]
+pub struct ChurnResult {
+    /// Nanoseconds per insert, reschedule, cancel.
+    pub ns: [f64; 3],
+    /// Live heap bytes after each phase, above the baseline before inserting.
+    pub bytes: [i64; 3],
+}
+
+/// Churn: insert `n` far timers, reschedule each once (later), cancel all.
+/// `make` builds the structure; caller-side storage it preallocates is not
+/// counted.
+pub fn churn<C: Churn>(n: usize, make: impl FnOnce(usize) -> C) -> ChurnResult {
+    let mut c = make(n);
+    let base = Instant::now() + Duration::from_secs(3600);
+    let due = |i: usize, round: u64| {
+        let jitter = scramble(i as u64 ^ round.wrapping_mul(0x9E37)) % 10_000_000_000;
+        base + Duration::from_nanos(round * 10_000_000_000 + jitter)
+    };
+    // Precompute the dues so the timed loops do only the operation.
+    let first: Vec<Instant> = (0..n).map(|i| due(i, 0)).collect();
+    let second: Vec<Instant> = (0..n).map(|i| due(i, 1)).collect();
+    let order: Vec<usize> = (0..n).map(|i| (i * 7_919) % n).collect();
+    let rt = c.runtime();
+    let _entered = rt.as_ref().map(|h| h.enter());
+    let b0 = live_bytes();
+    let mut ns = [0.0; 3];
+    let mut bytes = [0; 3];
+
+    let t = Instant::now();
+    for (i, &due) in first.iter().enumerate() {
+        c.insert(i, scramble(i as u64), due);
+    }
+    ns[0] = t.elapsed().as_nanos() as f64 / n as f64;
+    bytes[0] = live_bytes() - b0;
+
+    let t = Instant::now();
+    for &i in &order {
+        c.reschedule(i, scramble(i as u64), second[i]);
+    }
+    ns[1] = t.elapsed().as_nanos() as f64 / n as f64;
+    bytes[1] = live_bytes() - b0;
+
+    let t = Instant::now();
+    for i in 0..n {
+        let i = order[(i * 31) % n];
+        c.cancel(i, scramble(i as u64));
+    }
+    ns[2] = t.elapsed().as_nanos() as f64 / n as f64;
+    bytes[2] = live_bytes() - b0;
+    black_box(&c);
+    drop(c);
+    ChurnResult { ns, bytes }
+}
+
+/// The keyed core, `Scheduler<u64>`, through its thread-safe `&self` API.
+pub struct ChurnScheduler {
+    /// The scheduler.
+    pub s: timerpool::Scheduler<u64>,
+    /// Time zero of the scheduler's units (nanoseconds).
+    pub t0: Instant,
+}
+
+impl ChurnScheduler {
+    /// A scheduler with room for `n` keys.
+    pub fn new(n: usize) -> Self {
+        ChurnScheduler {
+            s: timerpool::Scheduler::new(n.max(1)).unwrap(),
+            t0: Instant::now(),
+        }
+    }
+    fn ns(&self, due: Instant) -> i64 {
+        (due - self.t0).as_nanos() as i64
+    }
+}
+
+impl Churn for ChurnScheduler {
+    fn insert(&mut self, _i: usize, key: u64, due: Instant) {
+        let d = self.ns(due);
+        self.s
+            .schedule(key, d, move || {
+                black_box(key);
+            })
+            .unwrap();
+    }
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
+        self.insert(i, key, due);
+    }
+    fn cancel(&mut self, _i: usize, key: u64) {
+        assert!(self.s.cancel(&key));
+    }
+}
+
+/// The pool's keyed API, `TimerPool<u64>::schedule_at` (a handle per task,
+/// dropped at once) and `cancel`.
+pub struct ChurnPool(pub timerpool::TimerPool<u64>);
+
+impl ChurnPool {
+    /// A pool with 2 workers.
+    pub fn new(_n: usize) -> Self {
+        ChurnPool(
+            timerpool::TimerPool::builder()
+                .workers(super::pools::WORKERS)
+                .build()
+                .unwrap(),
+        )
+    }
+}
+
+impl Churn for ChurnPool {
+    fn insert(&mut self, _i: usize, key: u64, due: Instant) {
+        drop(
+            self.0
+                .schedule_at(key, due, move || {
+                    black_box(key);
+                })
+                .unwrap(),
+        );
+    }
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
+        self.insert(i, key, due);
+    }
+    fn cancel(&mut self, _i: usize, key: u64) {
+        assert!(self.0.cancel(&key));
+    }
+}
+
+/// tokio-util's `DelayQueue`, with the slab keys held by the caller in a
+/// preallocated vector indexed by the entry's counter (its best case: no map
+/// from business key to slab key).
+pub struct ChurnDelayQueue {
+    q: tokio_util::time::DelayQueue<u64>,
+    keys: Vec<Option<tokio_util::time::delay_queue::Key>>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl ChurnDelayQueue {
+    /// An empty queue inside a current-thread runtime (its timer is needed).
+    pub fn new(n: usize) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let q = {
+            let _g = rt.enter();
+            tokio_util::time::DelayQueue::new()
+        };
+        ChurnDelayQueue {
+            q,
+            keys: vec![None; n],
+            rt,
+        }
+    }
+}
+
+impl Churn for ChurnDelayQueue {
+    fn insert(&mut self, i: usize, key: u64, due: Instant) {
+        self.keys[i] = Some(self.q.insert_at(key, due.into()));
+    }
+    fn reschedule(&mut self, i: usize, _key: u64, due: Instant) {
+        self.q.reset_at(self.keys[i].as_ref().unwrap(), due.into());
+    }
+    fn cancel(&mut self, i: usize, _key: u64) {
+        let k = self.keys[i].take().unwrap();
+        black_box(self.q.remove(&k));
+    }
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        Some(self.rt.handle().clone())
+    }
+}
+
+/// tokio-util's `DelayQueue` behind a map from business key to slab key
+/// (foldhash, like timerpool's index): what a caller with its own keys (trip
+/// ids) needs to reschedule or cancel by key, the same API timerpool offers.
+pub struct ChurnDelayQueueMap {
+    q: tokio_util::time::DelayQueue<u64>,
+    keys: std::collections::HashMap<
+        u64,
+        tokio_util::time::delay_queue::Key,
+        foldhash::fast::RandomState,
+    >,
+    rt: tokio::runtime::Runtime,
+}
+
+impl ChurnDelayQueueMap {
+    /// An empty queue and map inside a current-thread runtime.
+    pub fn new(_n: usize) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let q = {
+            let _g = rt.enter();
+            tokio_util::time::DelayQueue::new()
+        };
+        ChurnDelayQueueMap {
+            q,
+            keys: Default::default(),
+            rt,
+        }
+    }
+}
+
+impl Churn for ChurnDelayQueueMap {
+    fn insert(&mut self, _i: usize, key: u64, due: Instant) {
+        let k = self.q.insert_at(key, due.into());
+        self.keys.insert(key, k);
+    }
+    fn reschedule(&mut self, _i: usize, key: u64, due: Instant) {
+        self.q.reset_at(&self.keys[&key], due.into());
+    }
+    fn cancel(&mut self, _i: usize, key: u64) {
+        let k = self.keys.remove(&key).unwrap();
+        black_box(self.q.remove(&k));
+    }
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        Some(self.rt.handle().clone())
+    }
+}
+
+/// `scheduled-thread-pool`: reschedule is cancel (a flag) plus a new job;
+/// handles held by the caller in a preallocated vector.
+pub struct ChurnStp {
+    pool: scheduled_thread_pool::ScheduledThreadPool,
+    handles: Vec<Option<scheduled_thread_pool::JobHandle>>,
+}
+
+impl ChurnStp {
+    /// A pool with 2 workers.
+    pub fn new(n: usize) -> Self {
+        ChurnStp {
+            pool: scheduled_thread_pool::ScheduledThreadPool::new(super::pools::WORKERS),
+            handles: (0..n).map(|_| None).collect(),
+        }
+    }
+}
+
+impl Churn for ChurnStp {
+    fn insert(&mut self, i: usize, key: u64, due: Instant) {
+        let delay = due.saturating_duration_since(Instant::now());
+        self.handles[i] = Some(self.pool.execute_after(delay, move || {
+            black_box(key);
+        }));
+    }
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
+        if let Some(h) = self.handles[i].take() {
+            h.cancel();
+        }
+        self.insert(i, key, due);
+    }
+    fn cancel(&mut self, i: usize, _key: u64) {
+        self.handles[i].take().unwrap().cancel();
+    }
+}
+
+/// The naive pool: reschedule is flag plus a new entry.
+pub struct ChurnNaive {
+    pool: Option<NaivePool>,
+    handles: Vec<Option<NaiveHandle>>,
+}
+
+impl ChurnNaive {
+    /// A naive pool with 2 workers.
+    pub fn new(n: usize) -> Self {
+        ChurnNaive {
+            pool: Some(NaivePool::new(super::pools::WORKERS)),
+            handles: (0..n).map(|_| None).collect(),
+        }
+    }
+}
+
+impl Churn for ChurnNaive {
+    fn insert(&mut self, i: usize, key: u64, due: Instant) {
+        self.handles[i] = Some(self.pool.as_ref().unwrap().at(due, move || {
+            black_box(key);
+        }));
+    }
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
+        if let Some(h) = self.handles[i].take() {
+            h.cancel();
+        }
+        self.insert(i, key, due);
+    }
+    fn cancel(&mut self, i: usize, _key: u64) {
+        self.handles[i].take().unwrap().cancel();
+    }
+}
+
+impl Drop for ChurnNaive {
+    fn drop(&mut self) {
+        if let Some(p) = self.pool.take() {
+            p.shutdown();
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! Prints the benchmark comparison table: timerpool against each peer on the
+//! burst, churn, lateness, preemption and idle workloads of
+//! `docs/benchmarks.md`, all measured in this one process.
+//!
+//! ```sh
+//! cargo run --release --example bench_report               # one run each, < 1 min
+//! cargo run --release --example bench_report -- --runs 3   # medians of 3 runs
+//! ```
+//!
+//! The criterion benches in `benches/` run the same workloads with more
+//! samples; this is the quick view for people who want one table.
+
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
+use common::workloads::{
+    burst, burst_batch, churn, idle, lateness, preemption, ChurnDelayQueue, ChurnDelayQueueMap,
+    ChurnNaive, ChurnPool, ChurnResult, ChurnScheduler, ChurnStp, Idle, Lateness,
+};
+use stats_alloc::StatsAlloc;
+use std::alloc::System;
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static A: &StatsAlloc<System> = common::COUNTING;
+
+const BURST: usize = 1_000_000;
+const CHURN: usize = 1_000_000;
+const TASKS: usize = 100_000;
+const SPREAD: Duration = Duration::from_secs(2);
+const TRIALS: usize = 200;
+const IDLE_TIMERS: usize = 10_000;
+const IDLE_SPAN: Duration = Duration::from_secs(3);
+
+/// Tasks per `schedule_batch_at` call (`BATCH_CHUNK` overrides 256).
+fn batch_chunk() -> usize {
+    std::env::var("BATCH_CHUNK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Median and spread ((max - min) / median) of a metric over runs.
+fn stat(v: Vec<f64>) -> (f64, f64) {
+    let m = median(v.clone());
+    let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (m, if m > 0.0 { (hi - lo) / m } else { 0.0 })
+}
+
+fn with<P: Pool, R>(f: impl FnOnce(&P) -> R) -> R {
+    let p = P::start();
+    let r = f(&p);
+    p.finish();
+    r
+}
+
+struct Row {
+    name: &'static str,
+    cells: Vec<(f64, f64)>,
+}
+
+fn print_table(title: &str, unit_cols: &[&str], rows: &[Row], better: &[bool]) {
+    println!("\n## {title}");
+    print!("{:<24}", "implementation");
+    for c in unit_cols {
+        print!(" {:>18}", c);
+    }
+    println!();
+    for r in rows {
+        print!("{:<24}", r.name);
+        for (m, s) in &r.cells {
+            print!(" {:>11.1} ±{:>4.0}%", m, s * 100.0);
+        }
+        println!();
+    }
+    // Ratios: how many times better timerpool (first row) is than each peer.
+    let base = &rows[0];
+    for r in &rows[1..] {
+        print!("{:<24}", format!("{} vs {}", base.name, r.name));
+        for (i, ((b, _), (p, _))) in base.cells.iter().zip(&r.cells).enumerate() {
+            let ratio = if better[i] { b / p } else { p / b };
+            print!(" {:>17.2}x", ratio);
+        }
+        println!();
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let only: Option<String> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1).cloned());
+    let want = |w: &str| {
+        only.as_deref()
+            .map_or(true, |o| o.split(',').any(|x| x == w))
+    };
+    let t0 = Instant::now();
+    println!(
+        "# timerpool bench_report: {} run(s) per figure, median ± spread ((max-min)/median), {} CPUs",
+        runs,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("ratios: how many times better timerpool is (>1: timerpool wins)");
+
+    if want("burst") {
+        // Interleave the implementations run by run so drift hits all alike.
+        let mut res: Vec<Vec<f64>> = vec![Vec::new(); 5];
+        for _ in 0..runs {
+            let mops = |d: Duration| BURST as f64 / d.as_secs_f64() / 1e6;
+            res[0].push(mops(with::<Timerpool, _>(|p| burst(p, BURST))));
+            res[1].push(mops(with::<Timerpool, _>(|p| {
+                burst_batch(&p.0, BURST, batch_chunk())
+            })));
+            res[2].push(mops(with::<Stp, _>(|p| burst(p, BURST))));
+            res[3].push(mops(with::<Tokio, _>(|p| burst(p, BURST))));
+            res[4].push(mops(with::<Naive, _>(|p| burst(p, BURST))));
+        }
+        let names = [
+            "timerpool",
+            "timerpool-batch",
+            "scheduled-thread-pool",
+            "tokio",
+            "naive",
+        ];
+        let rows: Vec<Row> = names
+            .iter()
+            .zip(res)
+            .map(|(n, v)| Row {
+                name: n,
+                cells: vec![stat(v)],
+            })
+            .collect();
+        print_table(
+            &format!("burst: {BURST} zero-delay tasks, 2 workers (M tasks/s)"),
+            &["M tasks/s"],
+            &rows,
+            &[true],
+        );
+        let b = rows[1].cells[0].0;
+        println!(
+            "{:<24} {:>17.2}x",
+            "timerpool-batch vs scheduled-thread-pool",
+            b / rows[2].cells[0].0
+        );
+    }
+
+    if want("churn") {
+        type Runner = fn() -> ChurnResult;
+        let impls: [(&str, Runner); 6] = [
+            ("timerpool-scheduler", || churn(CHURN, ChurnScheduler::new)),
+            ("timerpool-pool", || churn(CHURN, ChurnPool::new)),
+            ("delayqueue", || churn(CHURN, ChurnDelayQueue::new)),
+            ("delayqueue+map", || churn(CHURN, ChurnDelayQueueMap::new)),
+            ("scheduled-thread-pool", || churn(CHURN, ChurnStp::new)),
+            ("naive", || churn(CHURN, ChurnNaive::new)),
+        ];
+        let mut res: Vec<Vec<ChurnResult>> = vec![Vec::new(); impls.len()];
+        for _ in 0..runs {
+            for (i, (_, f)) in impls.iter().enumerate() {
+                res[i].push(f());
+            }
+        }
+        let rows: Vec<Row> = impls
+            .iter()
+            .zip(&res)
+            .map(|((n, _), v)| {
+                let mut cells: Vec<(f64, f64)> = (0..3)
+                    .map(|p| stat(v.iter().map(|r| r.ns[p]).collect()))
+                    .collect();
+                for p in 0..3 {
+                    cells.push(stat(
+                        v.iter().map(|r| r.bytes[p] as f64 / CHURN as f64).collect(),
+                    ));
+                }
+                Row { name: n, cells }
+            })
+            .collect();
+        print_table(
+            &format!("churn: {CHURN} far timers (ns/op; heap bytes per entry after each phase)"),
+            &[
+                "insert ns",
+                "resched ns",
+                "cancel ns",
+                "B/entry ins",
+                "B/entry resch",
+                "B/entry cancel",
+            ],
+            &rows,
+            &[false, false, false, false, false, false],
+        );
+        for (n, v) in impls.iter().zip(&res) {
+            let peak = median(
+                v.iter()
+                    .map(|r| r.bytes[0].max(r.bytes[1]) as f64)
+                    .collect(),
+            );
+            let after = median(v.iter().map(|r| r.bytes[2] as f64).collect());
+            println!(
+                "{:<24} after cancel-all: {:>6.2}% of peak",
+                n.0,
+                100.0 * after / peak
+            );
+        }
+    }
+
+    if want("lateness") || want("preemption") {
+        let names = [
+            "timerpool",
+            "timerpool-spin250us",
+            "scheduled-thread-pool",
+            "tokio",
+            "naive",
+            "timerpool-no-early-wake",
+        ];
+        for what in ["lateness", "preemption"] {
+            if !want(what) {
+                continue;
+            }
+            let mut res: Vec<Vec<Lateness>> = vec![Vec::new(); names.len()];
+            for _ in 0..runs {
+                let run = |i: usize| -> Lateness {
+                    let lat = what == "lateness";
+                    macro_rules! go {
+                        ($p:ty) => {
+                            with::<$p, _>(|p| {
+                                if lat {
+                                    lateness(p, TASKS, SPREAD)
+                                } else {
+                                    preemption(p, TRIALS)
+                                }
+                            })
+                        };
+                    }
+                    match i {
+                        0 => go!(Timerpool),
+                        1 => go!(TimerpoolSpin),
+                        2 => go!(Stp),
+                        3 => go!(Tokio),
+                        4 => go!(Naive),
+                        _ => go!(TimerpoolPlain),
+                    }
+                };
+                for (i, r) in res.iter_mut().enumerate() {
+                    r.push(run(i));
+                }
+            }
+            let rows: Vec<Row> = names
+                .iter()
+                .zip(&res)
+                .map(|(n, v)| Row {
+                    name: n,
+                    cells: vec![
+                        stat(v.iter().map(|l| l.us(0.5)).collect()),
+                        stat(v.iter().map(|l| l.us(0.99)).collect()),
+                        stat(v.iter().map(|l| l.us(0.999)).collect()),
+                        stat(v.iter().map(|l| l.max_us()).collect()),
+                        stat(v.iter().map(|l| l.early as f64).collect()),
+                        stat(
+                            v.iter()
+                                .map(|l| 100.0 * l.cpu.as_secs_f64() / l.wall.as_secs_f64())
+                                .collect(),
+                        ),
+                    ],
+                })
+                .collect();
+            let title = if what == "lateness" {
+                format!(
+                    "lateness: {TASKS} tasks over {SPREAD:?} (µs; early starts; CPU % of one core)"
+                )
+            } else {
+                format!("preemption: {TRIALS} tasks due in 1 ms while one due in 10 s waits (µs)")
+            };
+            print_table(
+                &title,
+                &["p50", "p99", "p99.9", "max", "early", "CPU %"],
+                &rows,
+                &[false; 6],
+            );
+            let spin = &rows[1];
+            for r in &rows[2..5] {
+                print!("{:<24}", format!("spin250us vs {}", r.name));
+                for i in 0..4 {
+                    print!(" {:>17.2}x", r.cells[i].0 / spin.cells[i].0);
+                }
+                println!();
+            }
+            // Raw percentiles for the plot script.
+            for (n, v) in names.iter().zip(&res) {
+                let qs = [0.5, 0.9, 0.99, 0.999, 1.0];
+                let vals: Vec<String> = qs
+                    .iter()
+                    .map(|&q| format!("{:.1}", median(v.iter().map(|l| l.us(q)).collect())))
+                    .collect();
+                println!("csv,{what},{n},{}", vals.join(","));
+            }
+        }
+    }
+
+    if want("idle") {
+        let names = [
+            "timerpool",
+            "timerpool-spin250us",
+            "scheduled-thread-pool",
+            "tokio",
+            "naive",
+        ];
+        println!("\n## idle: {IDLE_TIMERS} timers due in an hour, {IDLE_SPAN:?} of idling");
+        println!(
+            "{:<24} {:>12} {:>10}",
+            "implementation", "CPU ms", "wakeups"
+        );
+        for (i, n) in names.iter().enumerate() {
+            let mut v: Vec<Idle> = Vec::new();
+            for _ in 0..runs {
+                v.push(match i {
+                    0 => with::<Timerpool, _>(|p| idle(p, IDLE_TIMERS, IDLE_SPAN)),
+                    1 => with::<TimerpoolSpin, _>(|p| idle(p, IDLE_TIMERS, IDLE_SPAN)),
+                    2 => with::<Stp, _>(|p| idle(p, IDLE_TIMERS, IDLE_SPAN)),
+                    3 => with::<Tokio, _>(|p| idle(p, IDLE_TIMERS, IDLE_SPAN)),
+                    _ => with::<Naive, _>(|p| idle(p, IDLE_TIMERS, IDLE_SPAN)),
+                });
+            }
+            println!(
+                "{:<24} {:>12.3} {:>10}",
+                n,
+                median(v.iter().map(|x| x.cpu.as_secs_f64() * 1e3).collect()),
+                median(v.iter().map(|x| x.wakeups as f64).collect())
+            );
+        }
+    }
+    println!("\ntotal {:.1} s", t0.elapsed().as_secs_f64());
+}

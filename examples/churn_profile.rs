@@ -1,0 +1,88 @@
+//! One churn run (insert N far timers, reschedule each later, cancel all) of
+//! one implementation, for profiling under cachegrind or callgrind:
+//!
+//! ```sh
+//! cargo build --release --example churn_profile
+//! valgrind --tool=cachegrind --cache-sim=yes \
+//!     target/release/examples/churn_profile scheduler 1000000
+//! ```
+//!
+//! Implementations: `scheduler`, `pool`, `delayqueue`, `delayqueue+map`,
+//! `noop` (the harness alone, to subtract), `heap` (the bare
+//! `IndexedHeap`). The second argument is N (default 1,000,000).
+
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::scramble;
+use common::workloads::{
+    churn, Churn, ChurnDelayQueue, ChurnDelayQueueMap, ChurnPool, ChurnScheduler,
+};
+use std::time::Instant;
+use timerpool::heap::IndexedHeap;
+
+/// The bare heap, single-threaded, with a `u64` payload like `DelayQueue`'s.
+struct Heap(IndexedHeap<u64, u64>, Instant);
+
+impl Churn for Heap {
+    fn insert(&mut self, i: usize, key: u64, due: Instant) {
+        self.0
+            .insert(key, (due - self.1).as_nanos() as i64, i as u64);
+    }
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
+        self.insert(i, key, due);
+    }
+    fn cancel(&mut self, _i: usize, key: u64) {
+        assert!(self.0.remove(&key).is_some());
+    }
+}
+
+/// Does nothing: the harness's own cost, to subtract from the others.
+struct Noop;
+
+impl Churn for Noop {
+    fn insert(&mut self, _: usize, key: u64, due: Instant) {
+        std::hint::black_box((key, due));
+    }
+    fn reschedule(&mut self, _: usize, key: u64, due: Instant) {
+        std::hint::black_box((key, due));
+    }
+    fn cancel(&mut self, _: usize, key: u64) {
+        std::hint::black_box(key);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let what = args.get(1).map(String::as_str).unwrap_or("scheduler");
+    let n: usize = args
+        .get(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    if what == "burst" {
+        // The burst workload instead, for callgrind: n zero-delay tasks.
+        use common::pools::{Pool, Timerpool};
+        let pool = Timerpool::start();
+        let d = common::workloads::burst(&pool, n);
+        pool.finish();
+        println!(
+            "burst n={n}: {:.2} M tasks/s",
+            n as f64 / d.as_secs_f64() / 1e6
+        );
+        return;
+    }
+    let r = match what {
+        "scheduler" => churn(n, ChurnScheduler::new),
+        "pool" => churn(n, ChurnPool::new),
+        "delayqueue" => churn(n, ChurnDelayQueue::new),
+        "delayqueue+map" => churn(n, ChurnDelayQueueMap::new),
+        "heap" => churn(n, |_| Heap(IndexedHeap::new(), Instant::now())),
+        "noop" => churn(n, |_| Noop),
+        other => panic!("unknown implementation {other}"),
+    };
+    let _ = scramble(0);
+    println!(
+        "{what} n={n}: insert {:.1} ns, reschedule {:.1} ns, cancel {:.1} ns",
+        r.ns[0], r.ns[1], r.ns[2]
+    );
+}

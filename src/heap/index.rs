@@ -1,0 +1,238 @@
+//! Open-addressing hash index from a key's hash to a slot number, with linear
+//! probing and backward-shift deletion (no tombstones).
+//!
+//! Each bucket is one `u64`: the key hash's low 32 bits beside the slot
+//! number, so a probe compares hashes inside the bucket's cache line and
+//! reads a slot (to compare the key) only on a 32-bit hash match, and a
+//! resize re-places buckets from the stored hash without touching any key.
+//! A lookup costs about one cache miss in the index plus the slot's own.
+
+/// An empty bucket.
+const EMPTY: u64 = u64::MAX;
+
+/// Most buckets in use, as a fraction: 3/4.
+const LOAD_NUM: usize = 3;
+const LOAD_DEN: usize = 4;
+
+/// The index: buckets of `hash32 << 32 | slot`.
+#[derive(Debug, Default)]
+pub(super) struct SlotIndex {
+    /// Power-of-two table, or empty.
+    buckets: Vec<u64>,
+    /// Buckets in use.
+    len: usize,
+}
+
+/// The part of a 64-bit hash the index keeps.
+#[inline]
+fn h32(hash: u64) -> u32 {
+    // The high half: foldhash and SipHash mix both halves well.
+    (hash >> 32) as u32
+}
+
+#[inline]
+fn pack(h: u32, slot: u32) -> u64 {
+    (u64::from(h) << 32) | u64::from(slot)
+}
+
+#[inline]
+fn hash_of(b: u64) -> u32 {
+    (b >> 32) as u32
+}
+
+#[inline]
+fn slot_of(b: u64) -> u32 {
+    b as u32
+}
+
+impl SlotIndex {
+    /// Entries held.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes allocated.
+    pub(super) fn allocated_bytes(&self) -> usize {
+        self.buckets.capacity() * std::mem::size_of::<u64>()
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.buckets.len() - 1
+    }
+
+    /// The slot whose hash matches and for which `is_key` holds.
+    #[inline]
+    pub(super) fn find(&self, hash: u64, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.find_bucket(hash, is_key)
+            .map(|i| slot_of(self.buckets[i]))
+    }
+
+    /// The bucket holding a slot with a matching hash for which `is_key` holds.
+    #[inline]
+    fn find_bucket(&self, hash: u64, mut is_key: impl FnMut(u32) -> bool) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let h = h32(hash);
+        let mask = self.mask();
+        let mut i = h as usize & mask;
+        loop {
+            let b = self.buckets[i];
+            if b == EMPTY {
+                return None;
+            }
+            if hash_of(b) == h && is_key(slot_of(b)) {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Add `slot` under `hash`; the caller guarantees its key is absent.
+    pub(super) fn insert(&mut self, hash: u64, slot: u32) {
+        if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
+            let _ = self.resize(
+                ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
+                    .next_power_of_two()
+                    .max(16),
+            );
+        }
+        self.place(pack(h32(hash), slot));
+        self.len += 1;
+    }
+
+    /// Put a bucket value at its first free probe position.
+    #[inline]
+    fn place(&mut self, b: u64) {
+        let mask = self.mask();
+        let mut i = hash_of(b) as usize & mask;
+        while self.buckets[i] != EMPTY {
+            i = (i + 1) & mask;
+        }
+        self.buckets[i] = b;
+    }
+
+    /// Remove the entry for which `is_key` holds; returns its slot.
+    pub(super) fn remove(&mut self, hash: u64, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
+        let i = self.find_bucket(hash, is_key)?;
+        let slot = slot_of(self.buckets[i]);
+        self.erase(i);
+        Some(slot)
+    }
+
+    /// Point the entry of slot `old` (under `hash`) at slot `new` instead.
+    pub(super) fn repoint(&mut self, hash: u64, old: u32, new: u32) {
+        if let Some(i) = self.find_bucket(hash, |s| s == old) {
+            self.buckets[i] = pack(h32(hash), new);
+        }
+    }
+
+    /// Empty bucket `i` and shift later members of its cluster back, so no
+    /// probe sequence is broken and no tombstone is left.
+    fn erase(&mut self, mut i: usize) {
+        let mask = self.mask();
+        self.len -= 1;
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let b = self.buckets[j];
+            if b == EMPTY {
+                break;
+            }
+            let home = hash_of(b) as usize & mask;
+            // Move `b` into the hole unless its home lies cyclically in (i, j].
+            let stays = if i <= j {
+                i < home && home <= j
+            } else {
+                i < home || home <= j
+            };
+            if !stays {
+                self.buckets[i] = b;
+                i = j;
+            }
+        }
+        self.buckets[i] = EMPTY;
+    }
+
+    /// Shrink the table once it is a 32nd full, returning the old buckets
+    /// for the caller to free (outside its lock: freeing a large buffer can
+    /// stall). Rarely, and only when few entries are left to re-place.
+    pub(super) fn shrink_if_sparse(&mut self) -> Option<Vec<u64>> {
+        let n = self.buckets.len();
+        if n > 64 && self.len * 32 < n {
+            let want = ((self.len * LOAD_DEN / LOAD_NUM + 1).next_power_of_two() * 2).max(16);
+            if want < n {
+                return Some(self.resize(want));
+            }
+        }
+        None
+    }
+
+    /// Re-place every bucket in a table of `n` buckets; returns the old,
+    /// emptied table.
+    fn resize(&mut self, n: usize) -> Vec<u64> {
+        let mut old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
+        for &b in &old {
+            if b != EMPTY {
+                self.place(b);
+            }
+        }
+        old.clear();
+        old
+    }
+
+    /// Every (hash32, slot) pair, for invariant checks.
+    pub(super) fn check(
+        &self,
+        mut ok: impl FnMut(u32, u32) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut n = 0;
+        for &b in &self.buckets {
+            if b != EMPTY {
+                n += 1;
+                ok(hash_of(b), slot_of(b))?;
+            }
+        }
+        if n != self.len {
+            return Err(format!("index counts {} entries, holds {n}", self.len));
+        }
+        Ok(())
+    }
+
+    /// The 32 bits of `hash` the index keeps.
+    pub(super) fn short(hash: u64) -> u32 {
+        h32(hash)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_find_remove_against_a_vector() {
+        let mut ix = SlotIndex::default();
+        // Hashes that collide on purpose: only 64 distinct home buckets.
+        let hash = |k: u32| (u64::from(k % 64) << 32) | u64::from(k);
+        let mut live = Vec::new();
+        for k in 0..5000u32 {
+            ix.insert(hash(k), k);
+            live.push(k);
+            if k % 3 == 0 {
+                let gone = live.swap_remove((k as usize * 7) % live.len());
+                assert_eq!(ix.remove(hash(gone), |s| s == gone), Some(gone));
+            }
+        }
+        for &k in &live {
+            assert_eq!(ix.find(hash(k), |s| s == k), Some(k));
+        }
+        assert_eq!(ix.len(), live.len());
+        for k in live.drain(..) {
+            assert_eq!(ix.remove(hash(k), |s| s == k), Some(k));
+        }
+        assert_eq!(ix.len(), 0);
+        assert!(ix.shrink_if_sparse().is_some());
+        assert!(ix.allocated_bytes() <= 64 * 8);
+    }
+}

@@ -1,0 +1,236 @@
+//! Tests for the leader's timing options: the spin window
+//! (`spin_before_due`), the adaptive early wake, and batch submission.
+//! Timing *targets* live in `benches/latency.rs`; these tests check rules
+//! only: never early, no polling without a due time in the window.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use timerpool::{Clock, Error, Outcome, TimerPool, MAX_SPIN};
+
+/// Generous bound for waits that must finish.
+const BOUND: Duration = Duration::from_secs(20);
+
+fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(
+    h: timerpool::TaskHandle<T, K>,
+) -> Outcome<T> {
+    match h.wait_timeout(BOUND) {
+        Ok(o) => o,
+        Err(_) => panic!("no outcome within {BOUND:?}"),
+    }
+}
+
+/// Real time, counting how often the pool reads it.
+#[derive(Debug, Default, Clone)]
+struct CountingClock(Arc<AtomicU64>);
+
+impl Clock for CountingClock {
+    fn now(&self) -> Instant {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Instant::now()
+    }
+}
+
+/// A clock that runs at half the speed of real time but tells the pool to
+/// sleep until the *real* instant of a due time: every wake comes early by
+/// this clock, so only the re-check under the lock keeps tasks from
+/// starting early.
+#[derive(Debug, Clone)]
+struct LaggingClock {
+    base: Instant,
+}
+
+impl Clock for LaggingClock {
+    fn now(&self) -> Instant {
+        self.base + self.base.elapsed() / 2
+    }
+    fn sleep_deadline(&self, due: Instant) -> Option<Instant> {
+        Some(due)
+    }
+}
+
+#[test]
+fn spin_before_due_defaults_to_zero_and_adaptive_wake_to_on() {
+    let b = format!("{:?}", TimerPool::<u64>::builder());
+    assert!(b.contains("spin_before_due: 0ns"), "{b}");
+    assert!(b.contains("adaptive_wake: true"), "{b}");
+    let b = format!(
+        "{:?}",
+        TimerPool::<u64>::builder()
+            .spin_before_due(Duration::from_micros(250))
+            .adaptive_wake(false)
+    );
+    assert!(b.contains("spin_before_due: 250µs"), "{b}");
+    assert!(b.contains("adaptive_wake: false"), "{b}");
+}
+
+#[test]
+fn spin_window_longer_than_the_maximum_is_refused() {
+    let e = TimerPool::<u64>::builder()
+        .spin_before_due(MAX_SPIN + Duration::from_nanos(1))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        e,
+        Error::SpinTooLong {
+            requested: MAX_SPIN + Duration::from_nanos(1),
+            max: MAX_SPIN
+        }
+    );
+    let pool = TimerPool::<u64>::builder()
+        .workers(1)
+        .spin_before_due(MAX_SPIN)
+        .build()
+        .unwrap();
+    pool.shutdown();
+}
+
+/// Schedule `n` tasks `step` apart on `clock`; each returns the clock's
+/// reading when it started, which must not be before its due time.
+fn assert_never_early<C: Clock + Clone>(pool: TimerPool<u64>, clock: C, n: u64, step: Duration) {
+    let start = clock.now() + Duration::from_millis(5);
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let due = start + step * (i as u32);
+            let c = clock.clone();
+            (due, pool.schedule_at(i, due, move || c.now()).unwrap())
+        })
+        .collect();
+    for (due, h) in handles {
+        let started = done(h).completed().unwrap();
+        assert!(started >= due, "started {started:?} before due {due:?}");
+    }
+    pool.shutdown();
+}
+
+#[test]
+fn spin_never_starts_early() {
+    let clock = CountingClock::default();
+    let pool = TimerPool::builder()
+        .workers(2)
+        .clock(clock.clone())
+        .spin_before_due(Duration::from_millis(2))
+        .build()
+        .unwrap();
+    assert_never_early(pool, clock, 200, Duration::from_micros(100));
+}
+
+#[test]
+fn spin_never_starts_early_on_a_clock_behind_real_time() {
+    let clock = LaggingClock {
+        base: Instant::now(),
+    };
+    let pool = TimerPool::builder()
+        .workers(2)
+        .clock(clock.clone())
+        .spin_before_due(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    assert_never_early(pool, clock, 50, Duration::from_micros(500));
+}
+
+#[test]
+fn adaptive_wake_never_starts_early() {
+    let clock = LaggingClock {
+        base: Instant::now(),
+    };
+    let pool = TimerPool::builder()
+        .workers(2)
+        .clock(clock.clone())
+        .adaptive_wake(true)
+        .build()
+        .unwrap();
+    assert_never_early(pool, clock, 100, Duration::from_micros(700));
+}
+
+/// How often the pool reads its clock over `span` with nothing due within
+/// the spin window.
+fn clock_reads_while_waiting(far: Option<Duration>, span: Duration) -> u64 {
+    let clock = CountingClock::default();
+    let pool = TimerPool::builder()
+        .workers(2)
+        .clock(clock.clone())
+        .spin_before_due(MAX_SPIN)
+        .build()
+        .unwrap();
+    if let Some(far) = far {
+        pool.schedule_after(1, far, || ()).unwrap();
+    }
+    // Past start-up: the leader has read the clock and gone to sleep.
+    std::thread::sleep(Duration::from_millis(50));
+    let before = clock.0.load(Ordering::Relaxed);
+    std::thread::sleep(span);
+    let reads = clock.0.load(Ordering::Relaxed) - before;
+    pool.shutdown_now();
+    reads
+}
+
+#[test]
+fn spin_window_never_polls_an_idle_pool() {
+    let reads = clock_reads_while_waiting(None, Duration::from_millis(200));
+    assert!(reads <= 2, "{reads} clock reads while idle");
+}
+
+#[test]
+fn spin_window_never_polls_for_a_timer_beyond_it() {
+    let reads =
+        clock_reads_while_waiting(Some(Duration::from_secs(3600)), Duration::from_millis(200));
+    assert!(
+        reads <= 2,
+        "{reads} clock reads while the only timer is an hour away"
+    );
+}
+
+#[test]
+fn schedule_batch_at_runs_every_task_and_replaces_duplicate_keys() {
+    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
+    let now = Instant::now();
+    let mut handles = pool
+        .schedule_batch_at((0..100u64).map(|k| (k % 90, now, move || k)))
+        .unwrap();
+    // Keys 0..10 appear twice: the first of each pair is replaced.
+    let later = handles.split_off(90);
+    for (k, h) in handles.into_iter().enumerate() {
+        let o = done(h);
+        if k < 10 {
+            assert_eq!(o, Outcome::Replaced, "key {k}");
+        } else {
+            assert_eq!(o, Outcome::Completed(k as u64));
+        }
+    }
+    for (k, h) in later.into_iter().enumerate() {
+        assert_eq!(done(h), Outcome::Completed(90 + k as u64));
+    }
+    pool.shutdown();
+}
+
+fn noop() {}
+
+#[test]
+fn schedule_batch_at_is_all_or_nothing() {
+    let pool = TimerPool::<u64>::builder()
+        .workers(1)
+        .capacity(10)
+        .build()
+        .unwrap();
+    let far = Instant::now() + Duration::from_secs(3600);
+    assert_eq!(
+        pool.schedule_batch_at((0..11u64).map(|k| (k, far, || ())))
+            .unwrap_err(),
+        Error::CapacityReached { capacity: 10 }
+    );
+    assert!(pool.is_empty());
+    let too_far = far + Duration::from_secs(400 * 365 * 24 * 3600);
+    assert_eq!(
+        pool.schedule_batch_at([(1, far, noop as fn()), (2, too_far, noop)])
+            .unwrap_err(),
+        Error::TimeOutOfRange
+    );
+    assert!(pool.is_empty());
+    pool.shutdown();
+    assert_eq!(
+        pool.schedule_batch_at([(1, far, noop as fn())])
+            .unwrap_err(),
+        Error::ShutDown
+    );
+}

@@ -571,3 +571,12 @@ fn a_key_replaced_while_it_keeps_falling_due_accounts_for_every_schedule() {
     assert_eq!(drops.load(Ordering::SeqCst), n);
     pool.shutdown();
 }
+
+#[test]
+fn a_thread_name_with_a_nul_byte_is_an_error_not_a_panic() {
+    let built = TimerPool::<u64>::builder()
+        .workers(2)
+        .thread_name("bad\0name")
+        .build();
+    assert_eq!(built.unwrap_err(), Error::InvalidThreadName);
+}

@@ -564,3 +564,25 @@ fn cancelling_a_held_exclusive_task_lets_a_graceful_shutdown_finish() {
     );
     closer.join().unwrap();
 }
+#[test]
+fn panic_in_drop_of_a_result_nobody_waits_for_does_not_kill_a_worker() {
+    // One worker, so a dead worker means nothing else ever runs.
+    let (clock, pool) = manual_pool(1);
+    let (drops, value) = panic_on_drop("intentional: result drop");
+    let value = std::sync::Mutex::new(Some(value));
+    let abandoned = pool
+        .schedule_after(1, Duration::from_secs(1), move || {
+            value.lock().unwrap().take().unwrap()
+        })
+        .unwrap();
+    // Nobody will take the result: the pool disposes of it.
+    drop(abandoned);
+    clock.advance(Duration::from_secs(1));
+    let next = pool
+        .schedule_after(2, Duration::from_secs(1), || "served")
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(done(next), Outcome::Completed("served"));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    pool.shutdown();
+}

@@ -244,6 +244,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if st.heap.peek_due() != head {
             self.leader_cv.notify_one();
         }
+        if result.is_ok() {
+            // Counted before the task can be claimed, so the counters never
+            // show an outcome of a task not yet counted as scheduled.
+            self.counters.scheduled(1);
+        }
         drop(st);
         let (seq, old) = match result {
             Ok(Inserted::New { seq }) => (seq, held.map(|e| e.value)),
@@ -258,7 +263,6 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
                 return Err(Error::CapacityReached { capacity });
             }
         };
-        self.counters.scheduled();
         if let Some(old) = old {
             self.abandon(old, Abandon::Replaced);
         }
@@ -316,10 +320,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if st.heap.peek_due() != head {
             self.leader_cv.notify_one();
         }
+        self.counters.scheduled(seqs.len() as u64);
         drop(st);
-        for _ in &seqs {
-            self.counters.scheduled();
-        }
         for old in replaced {
             self.abandon(old, Abandon::Replaced);
         }

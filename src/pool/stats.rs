@@ -121,8 +121,9 @@ impl Counters {
         }
     }
 
-    pub(crate) fn scheduled(&self) {
-        self.intake.scheduled.fetch_add(1, Relaxed);
+    /// `n` tasks were accepted.
+    pub(crate) fn scheduled(&self, n: u64) {
+        self.intake.scheduled.fetch_add(n, Relaxed);
     }
 
     pub(crate) fn refused(&self) {

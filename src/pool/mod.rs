@@ -418,7 +418,7 @@ fn nanos_i64(d: Duration) -> Option<i64> {
 ///
 /// let pool = TimerPool::<&str>::builder().workers(2).build().unwrap();
 /// let offer = pool
-///     .schedule_after("trip-42", Duration::from_millis(5), || "re-dispatch")
+///     .schedule_after("trip-42", Duration::from_secs(15), || "re-dispatch")
 ///     .unwrap();
 /// let moved = pool
 ///     .schedule_after("trip-42", Duration::from_millis(1), || "moved")

@@ -2,32 +2,14 @@
 //! tasks that block, tasks that call back into (or drop) their own pool, and
 //! handles that outlive the pool.
 
+mod common;
+use common::*;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timerpool::{Clock, Error, ManualClock, Outcome, TaskHandle, TimerPool};
-
-/// Generous bound for waits that must finish; a hang fails instead of blocking CI.
-const BOUND: Duration = Duration::from_secs(20);
-
-fn manual_pool(workers: usize) -> (ManualClock, TimerPool<u64>) {
-    let clock = ManualClock::new();
-    let pool = TimerPool::builder()
-        .workers(workers)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (clock, pool)
-}
-
-/// The outcome within [`BOUND`], or a loud failure.
-fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(h: TaskHandle<T, K>) -> Outcome<T> {
-    match h.wait_timeout(BOUND) {
-        Ok(o) => o,
-        Err(_) => panic!("no outcome within {BOUND:?}"),
-    }
-}
 
 /// A value whose `Drop` counts itself and then panics.
 struct PanicOnDrop {

@@ -1,31 +1,12 @@
 //! Tests for the pool: timing rules, outcomes, keys and shutdown.
 
+mod common;
+use common::*;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 use timerpool::{Error, ManualClock, Outcome, TimerPool};
-
-/// Generous bound for waits that must finish; a hang fails instead of blocking CI.
-const BOUND: Duration = Duration::from_secs(20);
-
-fn manual_pool(workers: usize) -> (ManualClock, TimerPool<u64>) {
-    let clock = ManualClock::new();
-    let pool = TimerPool::builder()
-        .workers(workers)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (clock, pool)
-}
-
-fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(
-    h: timerpool::TaskHandle<T, K>,
-) -> Outcome<T> {
-    match h.wait_timeout(BOUND) {
-        Ok(o) => o,
-        Err(_) => panic!("no outcome within {BOUND:?}"),
-    }
-}
 
 #[test]
 fn never_early_start_reads_at_least_due() {

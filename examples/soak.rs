@@ -393,12 +393,13 @@ fn main() {
 
     // End while the producers still run: pending tasks come back unrun.
     let returned = pool.shutdown_now();
-    // The workers are joined: the pool's outcome counters are final.
-    let pool_stats = pool.stats();
     stop.store(true, Relaxed);
     for p in producers {
         p.join().expect("producer");
     }
+    // Workers joined, producers done: the pool's counters are final. (Read
+    // while a schedule is still returning, `scheduled` can lag by that task.)
+    let pool_stats = pool.stats();
     drop(pool);
     collector.join().expect("collector");
     let rss = rss_kib();

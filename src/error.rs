@@ -39,6 +39,9 @@ pub enum Error {
     ZeroPeriod,
     /// A claim batch of zero was requested; the leader must claim at least one task.
     ZeroClaimBatch,
+    /// The worker thread name prefix contains a NUL byte, which no thread
+    /// name may hold.
+    InvalidThreadName,
     /// A spin window longer than the pool accepts was requested.
     SpinTooLong {
         /// The window asked for.
@@ -74,6 +77,7 @@ impl fmt::Display for Error {
                 write!(f, "{requested} workers requested, the maximum is {max}")
             }
             Error::ZeroPeriod => f.write_str("a periodic task needs a positive period or delay"),
+            Error::InvalidThreadName => f.write_str("the thread name prefix contains a NUL byte"),
             Error::ZeroClaimBatch => f.write_str("the claim batch must be positive, got 0"),
             Error::SpinTooLong { requested, max } => {
                 write!(

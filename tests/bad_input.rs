@@ -1,31 +1,13 @@
 //! Tests for bad input: every odd configuration, time or call is answered with
 //! a clear [`Error`] or documented behaviour, never a panic or a hang.
 
+mod common;
+use common::*;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use timerpool::{Clock, Error, ManualClock, Outcome, TaskHandle, TimerPool, MAX_WORKERS};
-
-/// Generous bound for waits that must finish; a hang fails instead of blocking CI.
-const BOUND: Duration = Duration::from_secs(20);
-
-fn manual_pool(workers: usize) -> (ManualClock, TimerPool<u64>) {
-    let clock = ManualClock::new();
-    let pool = TimerPool::builder()
-        .workers(workers)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (clock, pool)
-}
-
-/// The outcome within [`BOUND`], or a loud failure.
-fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(h: TaskHandle<T, K>) -> Outcome<T> {
-    match h.wait_timeout(BOUND) {
-        Ok(o) => o,
-        Err(_) => panic!("no outcome within {BOUND:?}"),
-    }
-}
+use timerpool::{Clock, Error, ManualClock, Outcome, TimerPool, MAX_WORKERS};
 
 /// Counts how often the closures holding it were dropped.
 struct DropCount(Arc<AtomicUsize>);
@@ -570,4 +552,13 @@ fn a_key_replaced_while_it_keeps_falling_due_accounts_for_every_schedule() {
     assert_eq!(runs.load(Ordering::SeqCst), completed);
     assert_eq!(drops.load(Ordering::SeqCst), n);
     pool.shutdown();
+}
+
+#[test]
+fn a_thread_name_with_a_nul_byte_is_an_error_not_a_panic() {
+    let built = TimerPool::<u64>::builder()
+        .workers(2)
+        .thread_name("bad\0name")
+        .build();
+    assert_eq!(built.unwrap_err(), Error::InvalidThreadName);
 }

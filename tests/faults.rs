@@ -2,32 +2,14 @@
 //! tasks that block, tasks that call back into (or drop) their own pool, and
 //! handles that outlive the pool.
 
+mod common;
+use common::*;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timerpool::{Clock, Error, ManualClock, Outcome, TaskHandle, TimerPool};
-
-/// Generous bound for waits that must finish; a hang fails instead of blocking CI.
-const BOUND: Duration = Duration::from_secs(20);
-
-fn manual_pool(workers: usize) -> (ManualClock, TimerPool<u64>) {
-    let clock = ManualClock::new();
-    let pool = TimerPool::builder()
-        .workers(workers)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (clock, pool)
-}
-
-/// The outcome within [`BOUND`], or a loud failure.
-fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(h: TaskHandle<T, K>) -> Outcome<T> {
-    match h.wait_timeout(BOUND) {
-        Ok(o) => o,
-        Err(_) => panic!("no outcome within {BOUND:?}"),
-    }
-}
 
 /// A value whose `Drop` counts itself and then panics.
 struct PanicOnDrop {
@@ -469,4 +451,120 @@ fn handles_are_answered_after_the_pool_is_gone() {
     assert_eq!(keyless_pending.try_outcome().unwrap(), Outcome::Shutdown);
     assert_eq!(cancelled.wait(), Outcome::Cancelled);
     assert_eq!(running.wait(), Outcome::Completed(5));
+}
+
+#[test]
+fn cancelling_the_last_pending_task_lets_a_graceful_shutdown_finish() {
+    // A graceful shutdown waits for pending work. Once the only pending task
+    // is cancelled there is nothing left to wait for, so shutdown() must
+    // return without the clock moving.
+    let (clock, pool) = manual_pool(1);
+    let pool = Arc::new(pool);
+    let h = pool
+        .schedule_after(1, Duration::from_secs(3600), || ())
+        .unwrap();
+    // Make sure the leader is waiting: a clock move wakes a waiting leader,
+    // and once the wake-up count has moved it waits again (stats() takes the
+    // lock it waits with).
+    let deadline = Instant::now() + BOUND;
+    let start = pool.stats().leader_wakeups;
+    while pool.stats().leader_wakeups == start {
+        assert!(Instant::now() < deadline, "no leader ever waited");
+        clock.advance(Duration::ZERO);
+        std::thread::yield_now();
+    }
+    let before = pool.stats().leader_wakeups;
+    let (done_tx, done_rx) = mpsc::channel();
+    let p = pool.clone();
+    let closer = std::thread::spawn(move || {
+        p.shutdown();
+        done_tx.send(()).unwrap();
+    });
+    // The leader has seen the shutdown and gone back to waiting for the
+    // task's due time.
+    while pool.stats().leader_wakeups == before {
+        assert!(Instant::now() < deadline, "leader never saw the shutdown");
+        std::thread::yield_now();
+    }
+    assert!(pool.cancel(&1));
+    assert_eq!(done(h), Outcome::Cancelled);
+    let finished = done_rx.recv_timeout(BOUND).is_ok();
+    if !finished {
+        clock.advance(Duration::from_secs(3600)); // unblock it, then fail
+    }
+    closer.join().unwrap();
+    assert!(finished, "shutdown() still waited for a cancelled task");
+}
+
+#[test]
+fn cancelling_a_held_exclusive_task_lets_a_graceful_shutdown_finish() {
+    // Exclusive keys hold a due task back while its key's previous task
+    // runs. If that held task is cancelled during a graceful shutdown, the
+    // shutdown has nothing left to wait for once the running task returns.
+    let pool = Arc::new(
+        TimerPool::<u64>::builder()
+            .workers(2)
+            .exclusive_keys(true)
+            .build()
+            .unwrap(),
+    );
+    let (started_tx, started_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let a = pool
+        .schedule_after(1, Duration::ZERO, move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv_timeout(BOUND).unwrap();
+        })
+        .unwrap();
+    started_rx.recv_timeout(BOUND).unwrap();
+    // B is due at once, but key 1 is busy: the leader holds it back.
+    let b = pool.schedule_after(1, Duration::ZERO, || ()).unwrap();
+    let deadline = Instant::now() + BOUND;
+    while !(pool.next_due().is_none() && pool.len() == 1) {
+        assert!(Instant::now() < deadline, "B was never held");
+        std::thread::yield_now();
+    }
+    let before = pool.stats().leader_wakeups;
+    let (done_tx, done_rx) = mpsc::channel();
+    let p = pool.clone();
+    let closer = std::thread::spawn(move || {
+        p.shutdown();
+        done_tx.send(()).unwrap();
+    });
+    while pool.stats().leader_wakeups == before {
+        assert!(Instant::now() < deadline, "leader never saw the shutdown");
+        std::thread::yield_now();
+    }
+    assert!(pool.cancel(&1));
+    assert_eq!(done(b), Outcome::Cancelled);
+    release_tx.send(()).unwrap();
+    assert_eq!(done(a), Outcome::Completed(()));
+    let finished = done_rx.recv_timeout(BOUND).is_ok();
+    assert!(
+        finished,
+        "shutdown() waits for ever after a held task was cancelled"
+    );
+    closer.join().unwrap();
+}
+#[test]
+fn panic_in_drop_of_a_result_nobody_waits_for_does_not_kill_a_worker() {
+    // One worker, so a dead worker means nothing else ever runs.
+    let (clock, pool) = manual_pool(1);
+    let (drops, value) = panic_on_drop("intentional: result drop");
+    let value = std::sync::Mutex::new(Some(value));
+    let abandoned = pool
+        .schedule_after(1, Duration::from_secs(1), move || {
+            value.lock().unwrap().take().unwrap()
+        })
+        .unwrap();
+    // Nobody will take the result: the pool disposes of it.
+    drop(abandoned);
+    clock.advance(Duration::from_secs(1));
+    let next = pool
+        .schedule_after(2, Duration::from_secs(1), || "served")
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(done(next), Outcome::Completed("served"));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    pool.shutdown();
 }

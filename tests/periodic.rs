@@ -1,13 +1,14 @@
 //! Tests for periodic tasks, missed-tick and panic policies, exclusive keys,
 //! staleness, task timing and the pool's counters.
 
+mod common;
+use common::*;
+
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 use timerpool::{Clock, Error, ManualClock, MissedTicks, OnPanic, Outcome, Repeat, TimerPool};
 
-/// Generous bound for anything that must happen; a hang fails the test.
-const BOUND: Duration = Duration::from_secs(20);
 const SEC: Duration = Duration::from_secs(1);
 
 fn pool(workers: usize) -> (ManualClock, TimerPool<&'static str>) {
@@ -18,15 +19,6 @@ fn pool(workers: usize) -> (ManualClock, TimerPool<&'static str>) {
         .build()
         .unwrap();
     (clock, pool)
-}
-
-/// Wait (bounded) until `cond` holds, re-checking every millisecond.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < BOUND, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// A closure that sends the clock's reading at each run.

@@ -1,31 +1,12 @@
 //! Tests for the pool: timing rules, outcomes, keys and shutdown.
 
+mod common;
+use common::*;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 use timerpool::{Error, ManualClock, Outcome, TimerPool};
-
-/// Generous bound for waits that must finish; a hang fails instead of blocking CI.
-const BOUND: Duration = Duration::from_secs(20);
-
-fn manual_pool(workers: usize) -> (ManualClock, TimerPool<u64>) {
-    let clock = ManualClock::new();
-    let pool = TimerPool::builder()
-        .workers(workers)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (clock, pool)
-}
-
-fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(
-    h: timerpool::TaskHandle<T, K>,
-) -> Outcome<T> {
-    match h.wait_timeout(BOUND) {
-        Ok(o) => o,
-        Err(_) => panic!("no outcome within {BOUND:?}"),
-    }
-}
 
 #[test]
 fn never_early_start_reads_at_least_due() {
@@ -446,4 +427,37 @@ fn every_wake_rereads_clock_and_head() {
     let timing = moved.timing().unwrap();
     assert!(timing.started.unwrap() >= t0 + Duration::from_secs(20));
     assert_eq!(done(moved), Outcome::Completed(0));
+}
+
+#[test]
+fn shutdown_returns_once_the_last_pending_task_is_cancelled() {
+    // A draining leader waits for the last pending task; cancelling that
+    // task must wake it, or shutdown() would wait for the task's due time
+    // (for ever on a manual clock).
+    let (_clock, pool) = manual_pool(2);
+    let pool = Arc::new(pool);
+    let far = pool
+        .schedule_after(1, Duration::from_secs(3600), || ())
+        .unwrap();
+    let before = pool.stats().leader_wakeups;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = pool.clone();
+    let stopper = std::thread::spawn(move || {
+        p.shutdown();
+        tx.send(()).unwrap();
+    });
+    // Once the leader has woken for the shutdown and gone back to waiting
+    // (it holds the lock from its wake to its next wait), cancel.
+    let start = Instant::now();
+    while pool.stats().leader_wakeups == before {
+        assert!(
+            start.elapsed() < BOUND,
+            "the leader never heard the shutdown"
+        );
+        std::thread::yield_now();
+    }
+    assert!(far.cancel());
+    rx.recv_timeout(BOUND)
+        .expect("shutdown returned after the last task was cancelled");
+    stopper.join().unwrap();
 }

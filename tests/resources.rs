@@ -6,13 +6,13 @@
 //! threads would disturb. Memory over a long churn is checked by
 //! `examples/soak.rs`.
 
+mod common;
+use common::*;
+
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timerpool::{Error, ManualClock, Outcome, TaskHandle, TimerPool};
-
-/// Generous bound for waits that must finish; a hang fails instead of blocking CI.
-const BOUND: Duration = Duration::from_secs(20);
+use timerpool::{Error, ManualClock, Outcome, TimerPool};
 
 /// The names of this process's threads.
 fn threads() -> Vec<String> {
@@ -45,13 +45,6 @@ fn await_threads(expected: usize, what: &str) {
             now.len()
         );
         std::thread::yield_now();
-    }
-}
-
-fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(h: TaskHandle<T, K>) -> Outcome<T> {
-    match h.wait_timeout(BOUND) {
-        Ok(o) => o,
-        Err(_) => panic!("no outcome within {BOUND:?}"),
     }
 }
 

@@ -133,7 +133,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     }
 
     /// Prefix of the worker threads' names (`{prefix}-{i}`). Default:
-    /// `"timerpool"`.
+    /// `"timerpool"`. A NUL byte in it makes [`build`](Self::build) fail.
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = prefix.into();
         self
@@ -262,6 +262,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         }
         if self.claim_batch == 0 {
             return Err(Error::ZeroClaimBatch);
+        }
+        if self.thread_name.contains('\0') {
+            return Err(Error::InvalidThreadName);
         }
         if self.spin_before_due > MAX_SPIN {
             return Err(Error::SpinTooLong {

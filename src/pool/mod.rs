@@ -244,6 +244,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if st.heap.peek_due() != head {
             self.leader_cv.notify_one();
         }
+        if result.is_ok() {
+            // Counted before the task can be claimed, so the counters never
+            // show an outcome of a task not yet counted as scheduled.
+            self.counters.scheduled(1);
+        }
         drop(st);
         let (seq, old) = match result {
             Ok(Inserted::New { seq }) => (seq, held.map(|e| e.value)),
@@ -258,7 +263,6 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
                 return Err(Error::CapacityReached { capacity });
             }
         };
-        self.counters.scheduled();
         if let Some(old) = old {
             self.abandon(old, Abandon::Replaced);
         }
@@ -316,10 +320,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if st.heap.peek_due() != head {
             self.leader_cv.notify_one();
         }
+        self.counters.scheduled(seqs.len() as u64);
         drop(st);
-        for _ in &seqs {
-            self.counters.scheduled();
-        }
         for old in replaced {
             self.abandon(old, Abandon::Replaced);
         }
@@ -332,18 +334,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if self.faulty(Fault::CancelCheckThenRemove) {
             return self.cancel_check_then_remove(key, None);
         }
-        let (removed, retired) = {
-            let mut st = self.state.lock();
-            (st.remove_pending(key, None), st.heap.take_retired())
-        };
-        drop(retired);
-        match removed {
-            Some(entry) => {
-                self.abandon(entry.value, Abandon::Cancelled);
-                true
-            }
-            None => false,
-        }
+        self.cancel_pending(key, || None)
     }
 
     /// Cancel `key`'s pending task only if it is the one stamped `seq`.
@@ -352,10 +343,27 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         if self.faulty(Fault::CancelCheckThenRemove) {
             return self.cancel_check_then_remove(key, Some(seq));
         }
+        self.cancel_pending(key, || Some(seq))
+    }
+
+    /// Cancel a periodic task by its handle: its current entry, whether the
+    /// task itself or its stand-in.
+    pub(crate) fn cancel_periodic(&self, key: &TaskKey<K>, ctl: &PeriodicCtl) -> bool {
+        self.cancel_pending(key, || Some(ctl.seq()))
+    }
+
+    /// Remove `key`'s pending task (only the one with the stamp `seq` gives,
+    /// read under the lock, if any) and give it `Cancelled`.
+    fn cancel_pending(&self, key: &TaskKey<K>, seq: impl FnOnce() -> Option<u64>) -> bool {
         let (removed, retired) = {
             let mut st = self.state.lock();
-            (st.remove_pending(key, Some(seq)), st.heap.take_retired())
+            let removed = st.remove_pending(key, seq());
+            if removed.is_some() {
+                self.notify_if_drained(&st);
+            }
+            (removed, st.heap.take_retired())
         };
+        // Buffers the heap shrank away are freed outside the lock.
         drop(retired);
         match removed {
             Some(entry) => {
@@ -366,20 +374,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         }
     }
 
-    /// Cancel a periodic task by its handle: its current entry, whether the
-    /// task itself or its stand-in.
-    pub(crate) fn cancel_periodic(&self, key: &TaskKey<K>, ctl: &PeriodicCtl) -> bool {
-        let removed = {
-            let mut st = self.state.lock();
-            let seq = ctl.seq();
-            st.remove_pending(key, Some(seq))
-        };
-        match removed {
-            Some(entry) => {
-                self.abandon(entry.value, Abandon::Cancelled);
-                true
-            }
-            None => false,
+    /// A draining leader waits for the last pending task; when a removal
+    /// (not a claim) takes it, the leader must hear of it or it would sleep
+    /// until that task's due time, or for ever if it waits untimed.
+    pub(crate) fn notify_if_drained(&self, st: &State<K>) {
+        if st.mode != Mode::Running && st.drained() {
+            self.leader_cv.notify_one();
         }
     }
 }
@@ -418,7 +418,7 @@ fn nanos_i64(d: Duration) -> Option<i64> {
 ///
 /// let pool = TimerPool::<&str>::builder().workers(2).build().unwrap();
 /// let offer = pool
-///     .schedule_after("trip-42", Duration::from_millis(5), || "re-dispatch")
+///     .schedule_after("trip-42", Duration::from_secs(15), || "re-dispatch")
 ///     .unwrap();
 /// let moved = pool
 ///     .schedule_after("trip-42", Duration::from_millis(1), || "moved")

@@ -68,22 +68,16 @@ pub struct Lateness {
     pub max: Duration,
 }
 
-/// The pool's live counters. Producers and workers write different cache
-/// lines, so counting does not bounce one line between them.
+/// The pool's live counters. Producers, cancellers and each worker write
+/// different cache lines, so counting never bounces a line between threads.
 #[derive(Debug)]
 pub(crate) struct Counters {
     /// Written by callers of schedule/submit.
     intake: Intake,
-    completed: AtomicU64,
-    panicked: AtomicU64,
-    expired: AtomicU64,
-    cancelled: AtomicU64,
-    replaced: AtomicU64,
-    shutdown: AtomicU64,
-    periodic_runs: AtomicU64,
-    periodic_panics: AtomicU64,
-    /// One lateness histogram per worker, merged on read.
-    lateness: Vec<Mutex<Histogram<u64>>>,
+    /// Written by whoever removes a pending task.
+    removals: Removals,
+    /// One block per worker, written only by that worker, merged on read.
+    workers: Vec<PerWorker>,
 }
 
 /// Counters written on the scheduling side, on their own cache lines.
@@ -94,6 +88,31 @@ struct Intake {
     refused: AtomicU64,
 }
 
+/// Counters of tasks removed unrun, on their own cache lines.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Removals {
+    cancelled: AtomicU64,
+    replaced: AtomicU64,
+    shutdown: AtomicU64,
+}
+
+/// One worker's counters and lateness histogram; its lock is taken by that
+/// worker once per run and by `stats()` to read.
+#[derive(Debug)]
+#[repr(align(128))]
+struct PerWorker(Mutex<WorkerCounts>);
+
+#[derive(Debug)]
+struct WorkerCounts {
+    completed: u64,
+    panicked: u64,
+    expired: u64,
+    periodic_runs: u64,
+    periodic_panics: u64,
+    lateness: Histogram<u64>,
+}
+
 impl Counters {
     pub(crate) fn new(workers: usize) -> Self {
         let z = || AtomicU64::new(0);
@@ -102,27 +121,30 @@ impl Counters {
                 scheduled: z(),
                 refused: z(),
             },
-            completed: z(),
-            panicked: z(),
-            expired: z(),
-            cancelled: z(),
-            replaced: z(),
-            shutdown: z(),
-            periodic_runs: z(),
-            periodic_panics: z(),
-            lateness: (0..workers)
+            removals: Removals {
+                cancelled: z(),
+                replaced: z(),
+                shutdown: z(),
+            },
+            workers: (0..workers)
                 .map(|_| {
-                    Mutex::new(
-                        Histogram::new_with_bounds(1, MAX_TRACKED_NS, 2)
+                    PerWorker(Mutex::new(WorkerCounts {
+                        completed: 0,
+                        panicked: 0,
+                        expired: 0,
+                        periodic_runs: 0,
+                        periodic_panics: 0,
+                        lateness: Histogram::new_with_bounds(1, MAX_TRACKED_NS, 2)
                             .expect("constant histogram bounds are valid"),
-                    )
+                    }))
                 })
                 .collect(),
         }
     }
 
-    pub(crate) fn scheduled(&self) {
-        self.intake.scheduled.fetch_add(1, Relaxed);
+    /// `n` tasks were accepted.
+    pub(crate) fn scheduled(&self, n: u64) {
+        self.intake.scheduled.fetch_add(n, Relaxed);
     }
 
     pub(crate) fn refused(&self) {
@@ -132,68 +154,69 @@ impl Counters {
     /// A task or periodic task left the pool unrun (or stopped) for `why`.
     pub(crate) fn abandoned(&self, why: Abandon) {
         match why {
-            Abandon::Cancelled => &self.cancelled,
-            Abandon::Replaced => &self.replaced,
-            Abandon::Shutdown => &self.shutdown,
+            Abandon::Cancelled => &self.removals.cancelled,
+            Abandon::Replaced => &self.removals.replaced,
+            Abandon::Shutdown => &self.removals.shutdown,
         }
         .fetch_add(1, Relaxed);
     }
 
-    /// A one-shot task finished.
-    pub(crate) fn finished(&self, ran: Ran) {
-        match ran {
-            Ran::Completed => &self.completed,
-            Ran::Panicked => &self.panicked,
-            Ran::Expired => &self.expired,
+    /// Worker `worker` ended a run (or skipped it as stale, with no
+    /// lateness): a one-shot task finished, or a periodic task ran.
+    pub(crate) fn ran(&self, worker: usize, late_ns: Option<i64>, ran: Ran, periodic: bool) {
+        let Some(w) = self.workers.get(worker) else {
+            return;
+        };
+        let mut c = w.0.lock();
+        if let Some(late) = late_ns {
+            c.lateness.saturating_record(late.max(0) as u64);
         }
-        .fetch_add(1, Relaxed);
-    }
-
-    /// A periodic run ended.
-    pub(crate) fn periodic_run(&self, ran: Ran) {
-        match ran {
-            Ran::Completed => {
-                self.periodic_runs.fetch_add(1, Relaxed);
+        match (periodic, ran) {
+            (false, Ran::Completed) => c.completed += 1,
+            (false, Ran::Panicked) => c.panicked += 1,
+            (false, Ran::Expired) => c.expired += 1,
+            (true, Ran::Completed) => c.periodic_runs += 1,
+            (true, Ran::Panicked) => {
+                c.periodic_runs += 1;
+                c.periodic_panics += 1;
             }
-            Ran::Panicked => {
-                self.periodic_runs.fetch_add(1, Relaxed);
-                self.periodic_panics.fetch_add(1, Relaxed);
-            }
-            Ran::Expired => {}
+            (true, Ran::Expired) => {}
         }
     }
 
-    /// A periodic task stopped by a panic.
-    pub(crate) fn stopped_by_panic(&self) {
-        self.panicked.fetch_add(1, Relaxed);
-    }
-
-    /// Worker `worker` started a run `late_ns` after its due time.
-    pub(crate) fn record_lateness(&self, worker: usize, late_ns: i64) {
-        if let Some(h) = self.lateness.get(worker) {
-            h.lock().saturating_record(late_ns.max(0) as u64);
+    /// Worker `worker` stopped a periodic task whose run panicked.
+    pub(crate) fn stopped_by_panic(&self, worker: usize) {
+        if let Some(w) = self.workers.get(worker) {
+            w.0.lock().panicked += 1;
         }
     }
 
     pub(crate) fn snapshot(&self, pending: usize, leader_wakeups: u64) -> Stats {
         let mut all = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_NS, 2)
             .expect("constant histogram bounds are valid");
-        for h in &self.lateness {
+        let (mut completed, mut panicked, mut expired, mut runs, mut run_panics) = (0, 0, 0, 0, 0);
+        for w in &self.workers {
+            let c = w.0.lock();
             // Same bounds on both sides: adding cannot fail.
-            let _ = all.add(&*h.lock());
+            let _ = all.add(&c.lateness);
+            completed += c.completed;
+            panicked += c.panicked;
+            expired += c.expired;
+            runs += c.periodic_runs;
+            run_panics += c.periodic_panics;
         }
         let q = |q: f64| Duration::from_nanos(all.value_at_quantile(q));
         Stats {
             scheduled: self.intake.scheduled.load(Relaxed),
             refused: self.intake.refused.load(Relaxed),
-            completed: self.completed.load(Relaxed),
-            panicked: self.panicked.load(Relaxed),
-            expired: self.expired.load(Relaxed),
-            cancelled: self.cancelled.load(Relaxed),
-            replaced: self.replaced.load(Relaxed),
-            shutdown: self.shutdown.load(Relaxed),
-            periodic_runs: self.periodic_runs.load(Relaxed),
-            periodic_panics: self.periodic_panics.load(Relaxed),
+            completed,
+            panicked,
+            expired,
+            cancelled: self.removals.cancelled.load(Relaxed),
+            replaced: self.removals.replaced.load(Relaxed),
+            shutdown: self.removals.shutdown.load(Relaxed),
+            periodic_runs: runs,
+            periodic_panics: run_panics,
             pending,
             leader_wakeups,
             lateness: Lateness {

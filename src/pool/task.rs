@@ -119,6 +119,9 @@ where
             Err(payload) => (Ran::Panicked, Outcome::Panicked(panic_message(payload))),
         };
         slot.set(outcome, Timing::ran(ctx, finished().0));
+        // If the handle is gone, this drops the value the task returned:
+        // its `Drop` is user code and must not take the worker down.
+        drop_quietly(slot);
         (ran, Next::Done)
     }
 
@@ -126,6 +129,7 @@ where
         let OneShot { f, slot } = *self;
         drop_quietly(f);
         slot.set(Outcome::Expired, Timing::claimed(ctx));
+        drop_quietly(slot);
         Next::Done
     }
 
@@ -133,6 +137,7 @@ where
         let OneShot { f, slot } = *self;
         drop_quietly(f);
         slot.set(why.into(), Timing::unclaimed());
+        drop_quietly(slot);
     }
 }
 

@@ -78,13 +78,11 @@ fn execute<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usi
     let (ran, next) = if stale {
         (Ran::Expired, c.job.expire(&ctx))
     } else {
-        shared.counters.record_lateness(index, late);
         c.job.run(&ctx, &|| shared.now_pair())
     };
-    match &next {
-        Next::Done => shared.counters.finished(ran),
-        Next::Again { .. } | Next::Stop { .. } => shared.counters.periodic_run(ran),
-    }
+    let periodic = !matches!(next, Next::Done);
+    let late = (!stale).then_some(late);
+    shared.counters.ran(index, late, ran, periodic);
     let exclusive = shared.exclusive && matches!(c.key, TaskKey::Keyed(_));
     if matches!(next, Next::Done) && !exclusive {
         return;
@@ -131,6 +129,7 @@ fn execute<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usi
         if exclusive {
             st.release_key(&c.key);
         }
+        shared.notify_if_drained(&st);
         #[cfg(loom)]
         let head = if shared.faulty(Fault::ExclusiveReleaseNoNotify) {
             st.heap.peek_due()
@@ -145,7 +144,7 @@ fn execute<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usi
         drop_quietly(job);
     }
     if let Some((job, outcome)) = to_finish {
-        shared.counters.stopped_by_panic();
+        shared.counters.stopped_by_panic(index);
         job.finish(outcome);
     }
 }

@@ -1,0 +1,41 @@
+//! Helpers shared by the integration tests.
+// Each test binary uses its own subset of these helpers.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+use timerpool::{ManualClock, Outcome, TaskHandle, TimerPool};
+
+/// Generous bound for waits that must finish; a hang fails instead of
+/// blocking CI.
+pub const BOUND: Duration = Duration::from_secs(20);
+
+/// A pool of `workers` driven by a fresh manual clock.
+pub fn manual_pool(workers: usize) -> (ManualClock, TimerPool<u64>) {
+    let clock = ManualClock::new();
+    let pool = TimerPool::builder()
+        .workers(workers)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (clock, pool)
+}
+
+/// The outcome within [`BOUND`], or a loud failure.
+pub fn done<T, K: std::hash::Hash + Eq + Clone + Send + 'static>(
+    h: TaskHandle<T, K>,
+) -> Outcome<T> {
+    match h.wait_timeout(BOUND) {
+        Ok(o) => o,
+        Err(_) => panic!("no outcome within {BOUND:?}"),
+    }
+}
+
+/// Wait (bounded by [`BOUND`]) until `cond` holds, re-checking every
+/// millisecond.
+pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < BOUND, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -434,22 +434,45 @@ fn shutdown_returns_once_the_last_pending_task_is_cancelled() {
     // A draining leader waits for the last pending task; cancelling that
     // task must wake it, or shutdown() would wait for the task's due time
     // (for ever on a manual clock).
-    let (_clock, pool) = manual_pool(2);
+    let (clock, pool) = manual_pool(2);
     let pool = Arc::new(pool);
     let far = pool
         .schedule_after(1, Duration::from_secs(3600), || ())
         .unwrap();
-    let before = pool.stats().leader_wakeups;
+    let wakeups = || pool.stats().leader_wakeups;
+    let woke_since = |before: u64| {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(50) {
+            if wakeups() > before {
+                return true;
+            }
+            std::thread::yield_now();
+        }
+        false
+    };
+    // Barrier: a clock move counts as a wakeup only if the leader was
+    // waiting; once counted, it is waiting again (it holds the lock from
+    // its wake to its next wait, and stats() reads under that lock).
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < BOUND, "the leader never settled");
+        let before = wakeups();
+        clock.advance(Duration::from_nanos(1));
+        if woke_since(before) {
+            break;
+        }
+    }
+    let before = wakeups();
     let (tx, rx) = std::sync::mpsc::channel();
     let p = pool.clone();
     let stopper = std::thread::spawn(move || {
         p.shutdown();
         tx.send(()).unwrap();
     });
-    // Once the leader has woken for the shutdown and gone back to waiting
-    // (it holds the lock from its wake to its next wait), cancel.
+    // The waiting leader hears the shutdown, sees the far task still
+    // pending and waits again; then the cancel takes the last task.
     let start = Instant::now();
-    while pool.stats().leader_wakeups == before {
+    while wakeups() == before {
         assert!(
             start.elapsed() < BOUND,
             "the leader never heard the shutdown"

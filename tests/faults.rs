@@ -473,19 +473,9 @@ fn cancelling_the_last_pending_task_lets_a_graceful_shutdown_finish() {
         clock.advance(Duration::ZERO);
         std::thread::yield_now();
     }
-    let before = pool.stats().leader_wakeups;
-    let (done_tx, done_rx) = mpsc::channel();
-    let p = pool.clone();
-    let closer = std::thread::spawn(move || {
-        p.shutdown();
-        done_tx.send(()).unwrap();
-    });
-    // The leader has seen the shutdown and gone back to waiting for the
-    // task's due time.
-    while pool.stats().leader_wakeups == before {
-        assert!(Instant::now() < deadline, "leader never saw the shutdown");
-        std::thread::yield_now();
-    }
+    // The leader sees the shutdown and goes back to waiting for the task's
+    // due time.
+    let (closer, done_rx) = shutdown_heard(&pool);
     assert!(pool.cancel(&1));
     assert_eq!(done(h), Outcome::Cancelled);
     let finished = done_rx.recv_timeout(BOUND).is_ok();
@@ -524,17 +514,7 @@ fn cancelling_a_held_exclusive_task_lets_a_graceful_shutdown_finish() {
         assert!(Instant::now() < deadline, "B was never held");
         std::thread::yield_now();
     }
-    let before = pool.stats().leader_wakeups;
-    let (done_tx, done_rx) = mpsc::channel();
-    let p = pool.clone();
-    let closer = std::thread::spawn(move || {
-        p.shutdown();
-        done_tx.send(()).unwrap();
-    });
-    while pool.stats().leader_wakeups == before {
-        assert!(Instant::now() < deadline, "leader never saw the shutdown");
-        std::thread::yield_now();
-    }
+    let (closer, done_rx) = shutdown_heard(&pool);
     assert!(pool.cancel(&1));
     assert_eq!(done(b), Outcome::Cancelled);
     release_tx.send(()).unwrap();

@@ -462,23 +462,9 @@ fn shutdown_returns_once_the_last_pending_task_is_cancelled() {
             break;
         }
     }
-    let before = wakeups();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let p = pool.clone();
-    let stopper = std::thread::spawn(move || {
-        p.shutdown();
-        tx.send(()).unwrap();
-    });
     // The waiting leader hears the shutdown, sees the far task still
     // pending and waits again; then the cancel takes the last task.
-    let start = Instant::now();
-    while wakeups() == before {
-        assert!(
-            start.elapsed() < BOUND,
-            "the leader never heard the shutdown"
-        );
-        std::thread::yield_now();
-    }
+    let (stopper, rx) = shutdown_heard(&pool);
     assert!(far.cancel());
     rx.recv_timeout(BOUND)
         .expect("shutdown returned after the last task was cancelled");

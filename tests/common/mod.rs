@@ -39,3 +39,28 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+/// Start `pool.shutdown()` on another thread and return once the waiting
+/// leader has heard it (its wake-up count moved; it then waits again, since
+/// it holds the lock from its wake to its next wait and `stats()` reads
+/// under that lock). The receiver gets a message when `shutdown()` returns.
+pub fn shutdown_heard(
+    pool: &std::sync::Arc<TimerPool<u64>>,
+) -> (std::thread::JoinHandle<()>, std::sync::mpsc::Receiver<()>) {
+    let before = pool.stats().leader_wakeups;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = pool.clone();
+    let closer = std::thread::spawn(move || {
+        p.shutdown();
+        let _ = tx.send(());
+    });
+    let start = Instant::now();
+    while pool.stats().leader_wakeups == before {
+        assert!(
+            start.elapsed() < BOUND,
+            "the leader never heard the shutdown"
+        );
+        std::thread::yield_now();
+    }
+    (closer, rx)
+}

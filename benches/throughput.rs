@@ -1,11 +1,13 @@
 //! Burst throughput: one producer submits 1,000,000 zero-delay no-op tasks
 //! (scrambled u64 keys) to 2 workers; time from the first submit to the last
-//! completion. Reported by criterion as tasks per second.
+//! completion. Reported by criterion as tasks per second. The batch variants
+//! submit through `schedule_batch_at` (a handle per task) and
+//! `schedule_batch_detached_at` (no handles).
 
 mod common;
 
 use common::pools::{Naive, Pool, Stp, Timerpool, Tokio, WORKERS};
-use common::workloads::{burst, burst_batch};
+use common::workloads::{burst, burst_batch, burst_batch_detached};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
@@ -39,6 +41,17 @@ fn bench(c: &mut Criterion) {
         let pool = Timerpool::start();
         g.bench_function(BenchmarkId::new("timerpool-batch", WORKERS), |b| {
             b.iter_custom(|iters| (0..iters).map(|_| burst_batch(&pool.0, N, CHUNK)).sum())
+        });
+        pool.finish();
+    }
+    {
+        let pool = Timerpool::start();
+        g.bench_function(BenchmarkId::new("timerpool-batch-detached", WORKERS), |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| burst_batch_detached(&pool.0, N, CHUNK))
+                    .sum()
+            })
         });
         pool.finish();
     }

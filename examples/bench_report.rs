@@ -15,8 +15,9 @@ mod common;
 
 use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
 use common::workloads::{
-    burst, burst_batch, churn, idle, lateness, preemption, ChurnDelayQueue, ChurnDelayQueueMap,
-    ChurnNaive, ChurnPool, ChurnResult, ChurnScheduler, ChurnStp, Idle, Lateness,
+    burst, burst_batch, burst_batch_detached, churn, idle, lateness, preemption, ChurnDelayQueue,
+    ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnResult, ChurnScheduler, ChurnStp, Idle,
+    Lateness,
 };
 use stats_alloc::StatsAlloc;
 use std::alloc::System;
@@ -120,20 +121,24 @@ fn main() {
 
     if want("burst") {
         // Interleave the implementations run by run so drift hits all alike.
-        let mut res: Vec<Vec<f64>> = vec![Vec::new(); 5];
+        let mut res: Vec<Vec<f64>> = vec![Vec::new(); 6];
         for _ in 0..runs {
             let mops = |d: Duration| BURST as f64 / d.as_secs_f64() / 1e6;
             res[0].push(mops(with::<Timerpool, _>(|p| burst(p, BURST))));
             res[1].push(mops(with::<Timerpool, _>(|p| {
                 burst_batch(&p.0, BURST, batch_chunk())
             })));
-            res[2].push(mops(with::<Stp, _>(|p| burst(p, BURST))));
-            res[3].push(mops(with::<Tokio, _>(|p| burst(p, BURST))));
-            res[4].push(mops(with::<Naive, _>(|p| burst(p, BURST))));
+            res[2].push(mops(with::<Timerpool, _>(|p| {
+                burst_batch_detached(&p.0, BURST, batch_chunk())
+            })));
+            res[3].push(mops(with::<Stp, _>(|p| burst(p, BURST))));
+            res[4].push(mops(with::<Tokio, _>(|p| burst(p, BURST))));
+            res[5].push(mops(with::<Naive, _>(|p| burst(p, BURST))));
         }
         let names = [
             "timerpool",
             "timerpool-batch",
+            "timerpool-batch-detached",
             "scheduled-thread-pool",
             "tokio",
             "naive",
@@ -152,12 +157,13 @@ fn main() {
             &rows,
             &[true],
         );
-        let b = rows[1].cells[0].0;
-        println!(
-            "{:<24} {:>17.2}x",
-            "timerpool-batch vs scheduled-thread-pool",
-            b / rows[2].cells[0].0
-        );
+        for batch in &rows[1..3] {
+            println!(
+                "{:<24} {:>17.2}x",
+                format!("{} vs scheduled-thread-pool", batch.name),
+                batch.cells[0].0 / rows[3].cells[0].0
+            );
+        }
     }
 
     if want("churn") {

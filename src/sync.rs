@@ -9,7 +9,7 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use crossbeam_channel::{unbounded, Receiver, Sender};
-    pub(crate) use parking_lot::{Condvar, Mutex};
+    pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use std::thread;
 }
@@ -17,7 +17,7 @@ mod imp {
 #[cfg(loom)]
 mod imp {
     pub(crate) use self::channel::{unbounded, Receiver, Sender};
-    pub(crate) use self::lock::{Condvar, Mutex};
+    pub(crate) use self::lock::{Condvar, Mutex, MutexGuard};
     pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use loom::thread;
 
@@ -214,6 +214,14 @@ mod imp {
                     }
                     self.0.ready.wait(&mut q);
                 }
+            }
+        }
+
+        impl<T> Receiver<T> {
+            /// Messages waiting.
+            #[track_caller]
+            pub(crate) fn len(&self) -> usize {
+                self.0.queue.lock().items.len()
             }
         }
 

@@ -470,3 +470,152 @@ fn shutdown_returns_once_the_last_pending_task_is_cancelled() {
         .expect("shutdown returned after the last task was cancelled");
     stopper.join().unwrap();
 }
+
+#[test]
+fn a_task_due_on_arrival_is_claimed_by_its_scheduling_call() {
+    let (clock, pool) = manual_pool(2);
+    let h = pool.schedule_at(1, clock.clone_now(), || "ran").unwrap();
+    // Claimed on arrival: no longer pending, so cancel cannot stop it.
+    assert!(!pool.cancel(&1));
+    assert_eq!(pool.len(), 0);
+    assert_eq!(done(h), Outcome::Completed("ran"));
+
+    // Turned off, the same task waits in the heap for the leader; the clock
+    // is before its due time here, so it stays cancellable.
+    let clock = ManualClock::new();
+    let pool = TimerPool::<u64>::builder()
+        .workers(2)
+        .clock(clock.clone())
+        .claim_on_submit(false)
+        .build()
+        .unwrap();
+    let later = pool
+        .schedule_at(1, clock.clone_now() + Duration::from_secs(1), || "ran")
+        .unwrap();
+    assert!(pool.cancel(&1));
+    assert_eq!(done(later), Outcome::Cancelled);
+}
+
+#[test]
+fn a_task_claimed_on_arrival_runs_while_every_follower_is_busy() {
+    // One follower blocked in a task, the leader asleep on an empty heap: the
+    // scheduling call must wake the leader, or the task would wait in the
+    // hand-off queue until the blocked task returns.
+    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let blocker = pool
+        .submit_at(Instant::now(), move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv_timeout(BOUND).unwrap();
+        })
+        .unwrap();
+    started_rx.recv_timeout(BOUND).unwrap();
+    let h = pool.submit_at(Instant::now(), || 7).unwrap();
+    assert_eq!(done(h), Outcome::Completed(7));
+    release_tx.send(()).unwrap();
+    assert_eq!(done(blocker), Outcome::Completed(()));
+}
+
+#[test]
+fn a_task_due_on_arrival_waits_behind_earlier_due_tasks() {
+    // One worker, busy: a task that fell due meanwhile is pending in the heap,
+    // so a new due task joins it there (cancellable) instead of jumping ahead.
+    let (clock, pool) = manual_pool(1);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let blocker = pool
+        .schedule_at(0, clock.clone_now(), move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv_timeout(BOUND).unwrap();
+        })
+        .unwrap();
+    started_rx.recv_timeout(BOUND).unwrap();
+    let o = order.clone();
+    let earlier = pool
+        .schedule_after(1, Duration::from_secs(1), move || o.lock().unwrap().push(1))
+        .unwrap();
+    clock.advance(Duration::from_secs(2));
+    let o = order.clone();
+    let cancelled = pool
+        .schedule_at(2, clock.clone_now(), move || o.lock().unwrap().push(99))
+        .unwrap();
+    assert!(
+        pool.cancel(&2),
+        "pending behind the due task, so cancellable"
+    );
+    let o = order.clone();
+    let later = pool
+        .schedule_at(2, clock.clone_now(), move || o.lock().unwrap().push(2))
+        .unwrap();
+    release_tx.send(()).unwrap();
+    assert_eq!(done(blocker), Outcome::Completed(()));
+    assert_eq!(done(earlier), Outcome::Completed(()));
+    assert_eq!(done(later), Outcome::Completed(()));
+    assert_eq!(done(cancelled), Outcome::Cancelled);
+    assert_eq!(*order.lock().unwrap(), vec![1, 2]);
+}
+
+#[test]
+fn detached_tasks_run_replace_cancel_and_are_counted() {
+    let (clock, pool) = manual_pool(2);
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let at = clock.clone_now() + Duration::from_secs(1);
+    for (key, tag) in [
+        (1u64, "first"),
+        (1, "second"),
+        (2, "cancelled"),
+        (3, "third"),
+    ] {
+        let r = ran.clone();
+        pool.schedule_detached_at(key, at, move || r.lock().unwrap().push(tag))
+            .unwrap();
+    }
+    assert!(pool.cancel(&2));
+    pool.schedule_detached_at(4, at, || panic!("intentional"))
+        .unwrap();
+    let r = ran.clone();
+    let n = pool
+        .schedule_batch_detached_at((10..20u64).map(|k| {
+            let r = r.clone();
+            (k, at, move || r.lock().unwrap().push("batch"))
+        }))
+        .unwrap();
+    assert_eq!(n, 10);
+    clock.advance(Duration::from_secs(1));
+    eventually("every detached task ran", || {
+        let s = pool.stats();
+        s.completed + s.panicked == 13
+    });
+    let s = pool.stats();
+    assert_eq!(
+        (
+            s.scheduled,
+            s.completed,
+            s.panicked,
+            s.replaced,
+            s.cancelled
+        ),
+        (15, 12, 1, 1, 1)
+    );
+    let mut ran = ran.lock().unwrap().clone();
+    ran.sort();
+    let mut want = vec!["second", "third"];
+    want.extend(["batch"; 10]);
+    want.sort();
+    assert_eq!(ran, want);
+    // The worker that ran the panicking task still serves.
+    assert_eq!(
+        done(pool.submit_after(Duration::ZERO, || 1).unwrap()),
+        Outcome::Completed(1)
+    );
+    assert_eq!(
+        pool.schedule_detached_at(
+            5,
+            Instant::now() + Duration::from_secs(400 * 365 * 24 * 3600),
+            || ()
+        ),
+        Err(Error::TimeOutOfRange)
+    );
+}

@@ -77,6 +77,26 @@ pub fn burst_batch(pool: &timerpool::TimerPool<u64>, n: usize, chunk: usize) -> 
     start.elapsed()
 }
 
+/// Burst through `TimerPool::schedule_batch_detached_at` (no handles), in
+/// chunks of `chunk`.
+pub fn burst_batch_detached(pool: &timerpool::TimerPool<u64>, n: usize, chunk: usize) -> Duration {
+    let done = Countdown::new(n);
+    let start = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let end = (i + chunk).min(n);
+        let now = Instant::now();
+        let batch = (i..end).map(|j| {
+            let d = done.clone();
+            (scramble(j as u64), now, move || d.hit())
+        });
+        pool.schedule_batch_detached_at(batch).unwrap();
+        i = end;
+    }
+    done.wait();
+    start.elapsed()
+}
+
 // ---------------------------------------------------------------- lateness
 
 /// What a lateness run observed.

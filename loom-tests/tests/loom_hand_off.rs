@@ -47,16 +47,6 @@ fn dropped_lead_token_is_caught() {
     hand_off(2, Some("drop-lead"));
 }
 
-/// The token goes out before the claimed task: the only worker takes it,
-/// leads again and waits, and the claimed task is never run.
-#[test]
-#[should_panic(
-    expected = "deadlock: thread 0 (main) in src/pool/outcome.rs, thread 1 in src/pool/leader.rs"
-)]
-fn lead_before_runs_is_caught() {
-    hand_off(1, Some("lead-before-runs"));
-}
-
 /// The leader compares against the clock it read when it took the lead:
 /// the clock moves, the leader wakes, and still sees the second task as not
 /// due.

@@ -51,6 +51,8 @@ pub struct Builder<K> {
     spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     adaptive_wake: bool,
+    /// Whether a task due when it arrives is claimed by its scheduling call.
+    claim_on_submit: bool,
     /// The protocol step the loom models asked to break, if any.
     #[cfg(loom)]
     fault: Option<Fault>,
@@ -78,6 +80,8 @@ pub(crate) struct Config {
     pub(crate) spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     pub(crate) adaptive_wake: bool,
+    /// Whether a task due when it arrives is claimed by its scheduling call.
+    pub(crate) claim_on_submit: bool,
     /// The protocol step the loom models asked to break, if any.
     #[cfg(loom)]
     pub(crate) fault: Option<Fault>,
@@ -95,6 +99,7 @@ impl<K> fmt::Debug for Builder<K> {
             .field("expire_after", &self.expire_after)
             .field("spin_before_due", &self.spin_before_due)
             .field("adaptive_wake", &self.adaptive_wake)
+            .field("claim_on_submit", &self.claim_on_submit)
             .finish()
     }
 }
@@ -111,6 +116,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             expire_after: None,
             spin_before_due: Duration::ZERO,
             adaptive_wake: true,
+            claim_on_submit: true,
             #[cfg(loom)]
             fault: None,
             _key: PhantomData,
@@ -151,6 +157,29 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// during bursts. Default: 64. Zero makes [`build`](Self::build) fail.
     pub fn claim_batch(mut self, n: usize) -> Self {
         self.claim_batch = n;
+        self
+    }
+
+    /// Claim a one-shot task in the call that schedules it when it is
+    /// already due then and nothing else pending is due: it goes straight
+    /// to the workers without a trip through the heap and the leader. Such a
+    /// task is claimed from the start, so cancel returns `false` for it,
+    /// exactly as if a leader had claimed it at that instant. Off, every
+    /// task enters the heap and stays cancellable until a leader claims it.
+    /// Never applies with [`exclusive_keys`](Self::exclusive_keys) or to
+    /// periodic tasks. Default: `true`.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u32>::builder().workers(1).build().unwrap();
+    /// let h = pool.schedule_at(7, Instant::now(), || 1).unwrap();
+    /// assert!(!pool.cancel(&7)); // claimed on submission
+    /// assert_eq!(h.wait(), Outcome::Completed(1));
+    /// ```
+    pub fn claim_on_submit(mut self, on: bool) -> Self {
+        self.claim_on_submit = on;
         self
     }
 
@@ -286,6 +315,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             expire_after,
             spin_before_due: self.spin_before_due,
             adaptive_wake: self.adaptive_wake,
+            claim_on_submit: self.claim_on_submit,
             #[cfg(loom)]
             fault: self.fault,
         })

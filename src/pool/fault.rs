@@ -44,9 +44,6 @@ pub(crate) enum Fault {
     WakeWithoutLock,
     /// The leader sends the claimed tasks but drops the lead token.
     DropLead,
-    /// The leader sends the lead token before the claimed tasks, so the next
-    /// leader can sit on the channel's only worker while they wait.
-    LeadBeforeRuns,
     /// After a periodic run the worker puts the task back even when its
     /// stand-in was removed meanwhile (by a cancel, a replace or a
     /// shutdown): the task runs again after a cancel that returned true.
@@ -63,12 +60,20 @@ pub(crate) enum Fault {
     /// A draining leader stops once the heap is empty, although tasks are
     /// still held for their keys.
     DrainIgnoresHeld,
+    /// A task claimed by its scheduling call is sent to the workers after
+    /// the lock is released: a shutdown in between lets the leader's exit
+    /// pill overtake it, and no worker is left to run it.
+    ClaimSendAfterUnlock,
+    /// A task claimed by its scheduling call is sent without waking the
+    /// leader: with every follower busy (or none), it waits in the queue
+    /// while the leader sleeps.
+    ClaimNoCallLeader,
 }
 
 impl Fault {
     /// Every fault with the name [`Builder::fault`](super::Builder::fault)
     /// takes.
-    const ALL: [(&'static str, Fault); 15] = [
+    const ALL: [(&'static str, Fault); 16] = [
         ("no-notify-on-new-head", Fault::NoNotifyOnNewHead),
         ("unlock-before-wait", Fault::UnlockBeforeWait),
         ("stale-clock", Fault::StaleClock),
@@ -78,7 +83,6 @@ impl Fault {
         ("intake-outside-lock", Fault::IntakeOutsideLock),
         ("wake-without-lock", Fault::WakeWithoutLock),
         ("drop-lead", Fault::DropLead),
-        ("lead-before-runs", Fault::LeadBeforeRuns),
         (
             "reinsert-without-stand-in-check",
             Fault::ReinsertWithoutStandInCheck,
@@ -90,6 +94,8 @@ impl Fault {
             Fault::ExclusiveReleaseNoNotify,
         ),
         ("drain-ignores-held", Fault::DrainIgnoresHeld),
+        ("claim-send-after-unlock", Fault::ClaimSendAfterUnlock),
+        ("claim-no-call-leader", Fault::ClaimNoCallLeader),
     ];
 
     /// The fault called `name`.

@@ -136,19 +136,10 @@ impl YieldBudget {
     }
 }
 
-/// How a leadership ended.
-pub(crate) enum Led {
-    /// Claimed tasks and the token were sent; go back to serving.
-    HandedOff,
-    /// The pool is stopping; the exit pill was sent; this worker exits.
-    Exit,
-}
-
-/// Lead until there is due work to hand off, or the pool stops.
-pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
-    shared: &Shared<K>,
-    mut token: Lead,
-) -> Led {
+/// Lead until there is due work to hand off, tasks queued to help with, or
+/// the pool stops (then the exit pill goes behind everything queued, and the
+/// caller serves the queue until a pill reaches it).
+pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, mut token: Lead) {
     let mut batch: Vec<Claimed<K>> = Vec::new();
     // Set once a timed wait to the start of the early-wake window ended:
     // from then on this leadership yields until the head is due.
@@ -182,6 +173,14 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
                 shared.leader_cv.wait(&mut st);
             }
             continue;
+        }
+        if st.heap.peek_due().map_or(true, |d| d > now) && shared.backlog() > 0 {
+            // Claimed tasks wait in the hand-off queue and nothing is due:
+            // help run them rather than wait. The token travels behind them,
+            // as after a claim.
+            drop(st);
+            let _ = shared.tx.send(Msg::Lead(token));
+            return;
         }
         match st.heap.peek_due() {
             None => {
@@ -292,27 +291,19 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
                 // costs a channel hand-off (and perhaps a wake-up) per part,
                 // while every worker still gets a share to run in parallel.
                 let parts = split(batch, shared.workers);
-                #[cfg(loom)]
-                if shared.faulty(Fault::LeadBeforeRuns) {
-                    let _ = shared.tx.send(Msg::Lead(token));
-                    for part in parts {
-                        let _ = shared.tx.send(Msg::Run(part));
-                    }
-                    return Led::HandedOff;
-                }
                 for part in parts {
                     let _ = shared.tx.send(Msg::Run(part));
                 }
                 #[cfg(loom)]
                 if shared.faulty(Fault::DropLead) {
                     let Lead { .. } = token;
-                    return Led::HandedOff;
+                    return;
                 }
                 let _ = shared.tx.send(Msg::Lead(token));
                 if !retired.is_empty() {
                     let _ = shared.tx.send(Msg::Free(Box::new(retired)));
                 }
-                return Led::HandedOff;
+                return;
             }
         }
     }
@@ -320,12 +311,11 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(
     // The token ends here: no leader follows.
     let Lead { .. } = token;
     let _ = shared.tx.send(Msg::Exit);
-    Led::Exit
 }
 
 /// Split claimed tasks, in order, into at most `workers` parts of nearly
 /// equal length.
-fn split<T>(batch: Vec<T>, workers: usize) -> Vec<Vec<T>> {
+pub(crate) fn split<T>(batch: Vec<T>, workers: usize) -> Vec<Vec<T>> {
     let parts = workers.min(batch.len()).max(1);
     let per = batch.len().div_ceil(parts);
     let mut out = Vec::with_capacity(parts);

@@ -28,7 +28,7 @@ pub use stats::{Lateness, Stats};
 
 use crate::clock::{Clock, Wake, Waker};
 use crate::heap::{Entry, IndexedHeap, Inserted};
-use crate::sync::{thread, unbounded, Arc, Condvar, Mutex, Receiver, Sender, Weak};
+use crate::sync::{thread, unbounded, Arc, Condvar, Mutex, MutexGuard, Receiver, Sender, Weak};
 use crate::Error;
 #[cfg(loom)]
 use fault::Fault;
@@ -39,7 +39,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
-use task::{drop_quietly, BoxJob, OneShot};
+use task::{drop_quietly, BoxJob, Detached, OneShot};
 use worker::Msg;
 
 /// Due time of a periodic task's stand-in: never (the clock is clamped below).
@@ -150,6 +150,9 @@ pub(crate) struct Shared<K> {
     pub(crate) spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     pub(crate) adaptive_wake: bool,
+    /// Whether a one-shot task due on arrival is claimed by its scheduling
+    /// call (see [`Builder::claim_on_submit`]).
+    claim_on_submit: bool,
     /// A keyed task never starts while its key's previous task runs.
     pub(crate) exclusive: bool,
     /// Skip runs that would start more than this many nanoseconds late.
@@ -187,6 +190,22 @@ impl<K> Shared<K> {
         self.clock.sleep_deadline(self.instant_of(due)?)
     }
 
+    /// Messages waiting in the hand-off queue.
+    pub(crate) fn backlog(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// After tasks were claimed on arrival: wake the leader if it waits, so
+    /// it helps run them (`leader::lead`). Every follower may be busy with a
+    /// long task, and a waiting leader would otherwise leave them queued.
+    fn call_leader(&self) {
+        #[cfg(loom)]
+        if self.faulty(Fault::ClaimNoCallLeader) {
+            return;
+        }
+        self.leader_cv.notify_one();
+    }
+
     /// The real instant now (for timing the leader's own waits, never for
     /// deciding whether a task is due).
     pub(crate) fn real_now(&self) -> Instant {
@@ -217,6 +236,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
             }
         };
         let handle_key = key.clone();
+        if !job.is_periodic() {
+            if let Some((claimed_at, _)) = self.claimable(&st, due) {
+                let seq = self.claim_on_arrival(st, key, due, claimed_at, job);
+                return Ok((handle_key, seq));
+            }
+        }
         // A held task (exclusive keys) is pending too: a schedule replaces it.
         let held = if st.held.is_empty() {
             None
@@ -269,6 +294,58 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         Ok((handle_key, seq))
     }
 
+    /// When a task due at `due` may be claimed by the call that schedules it
+    /// (`Some` of the clock reading): the pool claims on submission, the task is due, nothing
+    /// pending is due (so tasks still enter the hand-off queue in due order).
+    fn claimable(&self, st: &State<K>, due: i64) -> Option<(Instant, i64)> {
+        if !self.claim_on_submit {
+            return None;
+        }
+        let (now_at, now) = self.now_pair();
+        let head_due = st.heap.peek_due().is_some_and(|d| d <= now);
+        (due <= now && !head_due).then_some((now_at, now))
+    }
+
+    /// Claim a task as it arrives: replace the key's pending task, stamp
+    /// it, and send it to the workers while still holding the lock, so it is
+    /// in the channel before any exit pill a later shutdown makes the leader
+    /// send. Releases the lock; returns the stamp.
+    fn claim_on_arrival(
+        &self,
+        mut st: MutexGuard<'_, State<K>>,
+        key: TaskKey<K>,
+        due: i64,
+        claimed: Instant,
+        job: BoxJob<K>,
+    ) -> u64 {
+        let old = match key {
+            TaskKey::Keyed(_) => st.heap.remove(&key),
+            TaskKey::Anon(_) => None,
+        };
+        let seq = st.heap.take_seq();
+        self.counters.scheduled(1);
+        let msg = Msg::One(worker::Claimed {
+            job,
+            key,
+            due,
+            claimed,
+        });
+        #[cfg(loom)]
+        let st = if self.faulty(Fault::ClaimSendAfterUnlock) {
+            drop(st);
+            None
+        } else {
+            Some(st)
+        };
+        let _ = self.tx.send(msg);
+        self.call_leader();
+        drop(st);
+        if let Some(old) = old {
+            self.abandon(old.value, Abandon::Replaced);
+        }
+        seq
+    }
+
     /// Give a removed task its outcome, and count it.
     fn abandon(&self, job: BoxJob<K>, why: Abandon) {
         // A periodic task is counted by its stand-in or itself, once.
@@ -300,6 +377,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         let head = st.heap.peek_due();
         let mut seqs = Vec::with_capacity(jobs.len());
         let mut replaced = Vec::new();
+        // Due tasks are claimed as they arrive while nothing pending is due
+        // (the first one that enters the heap ends that, keeping due order).
+        let mut claim = match jobs.first() {
+            Some((_, due, _)) => self.claimable(&st, *due),
+            None => None,
+        };
+        let mut claimed = Vec::new();
         for (key, due, job) in jobs {
             let key = TaskKey::Keyed(key);
             // A held task (exclusive keys) is pending too: this replaces it.
@@ -307,6 +391,22 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
                 if let Some(e) = st.held.remove(&key) {
                     replaced.push(e.value);
                 }
+            }
+            if let Some((now_at, now)) = claim {
+                if due <= now {
+                    if let Some(old) = st.heap.remove(&key) {
+                        replaced.push(old.value);
+                    }
+                    seqs.push(st.heap.take_seq());
+                    claimed.push(worker::Claimed {
+                        job,
+                        key,
+                        due,
+                        claimed: now_at,
+                    });
+                    continue;
+                }
+                claim = None;
             }
             job.set_seq(st.heap.next_seq());
             match st.heap.insert(key, due, job) {
@@ -321,6 +421,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
             self.leader_cv.notify_one();
         }
         self.counters.scheduled(seqs.len() as u64);
+        if !claimed.is_empty() {
+            // Sent under the lock, ahead of any exit pill (see
+            // `claim_on_arrival`).
+            for part in leader::split(claimed, self.workers) {
+                let _ = self.tx.send(Msg::Run(part));
+            }
+            self.call_leader();
+        }
         drop(st);
         for old in replaced {
             self.abandon(old, Abandon::Replaced);
@@ -485,6 +593,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             workers: config.workers,
             spin_before_due: config.spin_before_due,
             adaptive_wake: config.adaptive_wake,
+            claim_on_submit: config.claim_on_submit && !config.exclusive_keys,
             exclusive: config.exclusive_keys,
             expire_after: config.expire_after,
             counters: Counters::new(config.workers),
@@ -732,11 +841,134 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         self.shared.counters.snapshot(pending, wakeups)
     }
 
+    /// [`schedule_at`](Self::schedule_at) without a handle: for timeouts
+    /// whose outcome nobody waits for. The task is replaced, cancelled and
+    /// counted in [`stats`](Self::stats) like any other; skipping the handle
+    /// saves its allocation and the outcome delivery. Returns nothing on
+    /// success.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at`](Self::schedule_at).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// pool.schedule_detached_at(42, Instant::now() + Duration::from_secs(15), || {
+    ///     // re-dispatch trip 42
+    /// })?;
+    /// assert!(pool.cancel(&42));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn schedule_detached_at<F>(&self, key: K, at: Instant, f: F) -> Result<(), Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let due = match self.due_at(at) {
+            Ok(d) => d,
+            Err(e) => {
+                self.shared.counters.refused();
+                drop_quietly(f);
+                return Err(e);
+            }
+        };
+        match self
+            .shared
+            .insert(Some(key), due, Box::new(Detached::new(f)))
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.shared.counters.refused();
+                Err(e)
+            }
+        }
+    }
+
+    /// [`schedule_batch_at`](Self::schedule_batch_at) without handles: many
+    /// keyed tasks under one acquisition of the pool's lock, in order, all or
+    /// none. Returns how many were scheduled. The cheapest way to hand the
+    /// pool a burst of work.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_batch_at`](Self::schedule_batch_at).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Instant;
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(2).build()?;
+    /// let sum = Arc::new(AtomicU64::new(0));
+    /// let now = Instant::now();
+    /// let n = pool.schedule_batch_detached_at((1..=100u64).map(|k| {
+    ///     let sum = sum.clone();
+    ///     (k, now, move || {
+    ///         sum.fetch_add(k, Ordering::Relaxed);
+    ///     })
+    /// }))?;
+    /// assert_eq!(n, 100);
+    /// pool.shutdown(); // runs everything pending, joins the workers
+    /// assert_eq!(sum.load(Ordering::Relaxed), 5050);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn schedule_batch_detached_at<I, F>(&self, tasks: I) -> Result<usize, Error>
+    where
+        I: IntoIterator<Item = (K, Instant, F)>,
+        F: FnOnce() + Send + 'static,
+    {
+        let tasks = tasks.into_iter();
+        let mut jobs = Vec::with_capacity(tasks.size_hint().0);
+        let mut bad_time = false;
+        for (key, at, f) in tasks {
+            let due = self.due_at(at).unwrap_or_else(|_| {
+                bad_time = true;
+                0
+            });
+            jobs.push((key, due, Box::new(Detached::new(f)) as BoxJob<K>));
+        }
+        let n = jobs.len();
+        self.insert_batch_checked(jobs, bad_time)?;
+        Ok(n)
+    }
+
+    /// Insert a batch, or refuse it whole (counting each task refused) if a
+    /// due time was out of range or the pool refuses it.
+    fn insert_batch_checked(
+        &self,
+        jobs: Vec<(K, i64, BoxJob<K>)>,
+        bad_time: bool,
+    ) -> Result<Vec<u64>, Error> {
+        let n = jobs.len();
+        let refused = |e: Error| {
+            for _ in 0..n {
+                self.shared.counters.refused();
+            }
+            e
+        };
+        if bad_time {
+            for (_, _, job) in jobs {
+                drop_quietly(job);
+            }
+            return Err(refused(Error::TimeOutOfRange));
+        }
+        self.shared.insert_batch(jobs).map_err(refused)
+    }
+
     /// Schedule many keyed tasks under one acquisition of the pool's lock:
     /// each `(key, at, f)` as [`schedule_at`](Self::schedule_at) would, in
-    /// order (a key that appears twice is replaced by its later entry, whose
-    /// earlier handle reports [`Outcome::Replaced`]). All or none: on error
-    /// nothing is scheduled and every closure is dropped.
+    /// order. A key that appears twice is replaced by its later entry (the
+    /// earlier handle reports [`Outcome::Replaced`]) while the earlier one
+    /// is pending; an earlier entry already claimed on arrival
+    /// ([`Builder::claim_on_submit`]) runs, and so does the later one. All or
+    /// none: on error nothing is scheduled and every closure is dropped.
     ///
     /// # Errors
     ///
@@ -786,21 +1018,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             ));
             slots.push(slot);
         }
-        let n = jobs.len();
-        let refused = |e: Error| {
-            for _ in 0..n {
-                self.shared.counters.refused();
-            }
-            e
-        };
-        if bad_time {
-            for (_, _, job) in jobs {
-                drop_quietly(job);
-            }
-            return Err(refused(Error::TimeOutOfRange));
-        }
         let keys: Vec<K> = jobs.iter().map(|(k, _, _)| k.clone()).collect();
-        let seqs = self.shared.insert_batch(jobs).map_err(refused)?;
+        let seqs = self.insert_batch_checked(jobs, bad_time)?;
         let pool = Arc::downgrade(&self.shared);
         Ok(slots
             .into_iter()

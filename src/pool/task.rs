@@ -114,7 +114,22 @@ where
 {
     fn run(self: Box<Self>, ctx: &RunCtx, finished: &dyn Fn() -> (Instant, i64)) -> (Ran, Next<K>) {
         let OneShot { f, slot } = *self;
-        let (ran, outcome) = match catch_unwind(AssertUnwindSafe(f)) {
+        let result = catch_unwind(AssertUnwindSafe(f));
+        if Arc::strong_count(&slot) == 1 {
+            // No handle is left to read an outcome (none can appear again):
+            // skip delivering it, and the clock read that would date it.
+            return match result {
+                Ok(v) => {
+                    drop_quietly(v);
+                    (Ran::Completed, Next::Done)
+                }
+                Err(payload) => {
+                    forget_payload(payload);
+                    (Ran::Panicked, Next::Done)
+                }
+            };
+        }
+        let (ran, outcome) = match result {
             Ok(v) => (Ran::Completed, Outcome::Completed(v)),
             Err(payload) => (Ran::Panicked, Outcome::Panicked(panic_message(payload))),
         };
@@ -138,6 +153,39 @@ where
         drop_quietly(f);
         slot.set(why.into(), Timing::unclaimed());
         drop_quietly(slot);
+    }
+}
+
+/// A one-shot task without a handle: its outcome is only counted.
+pub(crate) struct Detached<F>(F);
+
+impl<F> Detached<F> {
+    pub(crate) fn new(f: F) -> Self {
+        Detached(f)
+    }
+}
+
+impl<K, F> Job<K> for Detached<F>
+where
+    F: FnOnce() + Send + 'static,
+{
+    fn run(self: Box<Self>, _: &RunCtx, _: &dyn Fn() -> (Instant, i64)) -> (Ran, Next<K>) {
+        match catch_unwind(AssertUnwindSafe(self.0)) {
+            Ok(()) => (Ran::Completed, Next::Done),
+            Err(payload) => {
+                forget_payload(payload);
+                (Ran::Panicked, Next::Done)
+            }
+        }
+    }
+
+    fn expire(self: Box<Self>, _: &RunCtx) -> Next<K> {
+        drop_quietly(self.0);
+        Next::Done
+    }
+
+    fn abandon(self: Box<Self>, _: Abandon) {
+        drop_quietly(self.0);
     }
 }
 

@@ -7,7 +7,7 @@
 
 #[cfg(loom)]
 use super::fault::Fault;
-use super::leader::{self, Lead, Led};
+use super::leader::{self, Lead};
 use super::task::{drop_quietly, BoxJob, Next, Ran, RunCtx};
 use super::{Shared, TaskKey};
 use std::hash::Hash;
@@ -29,6 +29,8 @@ pub(crate) struct Claimed<K> {
 pub(crate) enum Msg<K> {
     /// Claimed tasks, in due order: run each and deliver its outcome.
     Run(Vec<Claimed<K>>),
+    /// One task claimed by the call that scheduled it.
+    One(Claimed<K>),
     /// The leadership token: exactly one exists while the pool runs.
     Lead(Lead),
     /// Stop: pass it on to the next worker, then exit.
@@ -42,16 +44,19 @@ pub(crate) enum Msg<K> {
 pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usize) {
     loop {
         match shared.rx.recv() {
+            Ok(Msg::One(c)) => {
+                execute(shared, index, c);
+            }
             Ok(Msg::Run(claimed)) => {
                 for c in claimed {
                     execute(shared, index, c);
                 }
             }
             Ok(Msg::Free(buffers)) => drop(buffers),
-            Ok(Msg::Lead(token)) => match leader::lead(shared, token) {
-                Led::HandedOff => {}
-                Led::Exit => return,
-            },
+            // After sending the exit pill the former leader keeps serving:
+            // tasks claimed on arrival may be queued ahead of the pill, and
+            // with one worker nobody else would run them.
+            Ok(Msg::Lead(token)) => leader::lead(shared, token),
             Ok(Msg::Exit) | Err(_) => {
                 // Every worker passes the pill on, so one Exit stops them all;
                 // the Runs queued before it are served first (FIFO).

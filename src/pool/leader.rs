@@ -13,10 +13,12 @@
 //!   leader starts over from the check.
 //! - The leader yields instead of sleeping only while the head's real due
 //!   instant is within the spin window (the builder's `spin_before_due`, or
-//!   the measured wake-up latency when adaptive wake is on, within a yield
-//!   budget of a tenth of a core, and only after sleeping into the window).
-//!   No due time in the window means a plain wait, so an idle pool never
-//!   spins.
+//!   the measured wake-up latency when adaptive wake is on, whichever is
+//!   longer). No due time in the window means a plain wait, so an idle pool
+//!   never spins; due times closer together than the window keep the leader
+//!   yielding from one to the next.
+//! - A leader that finds claimed tasks queued and nothing due passes the
+//!   token on behind them and helps run them.
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
 
@@ -26,7 +28,7 @@ use super::worker::{Claimed, Msg};
 use super::{Mode, Shared, TaskKey, NEVER};
 use crate::sync::thread;
 use std::hash::Hash;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The leadership token. Exactly one exists per running pool; holding it is
 /// the only way to claim tasks. It carries what the leaders have learnt
@@ -36,8 +38,6 @@ use std::time::{Duration, Instant};
 pub(crate) struct Lead {
     /// How late timed waits return, smoothed.
     latency: WakeLatency,
-    /// How much the adaptive early wake has yielded lately.
-    budget: YieldBudget,
 }
 
 impl Lead {
@@ -45,7 +45,6 @@ impl Lead {
     pub(crate) fn first() -> Self {
         Lead {
             latency: WakeLatency::default(),
-            budget: YieldBudget::default(),
         }
     }
 }
@@ -87,63 +86,11 @@ impl WakeLatency {
     }
 }
 
-/// The averaging window of [`YieldBudget`].
-const BUDGET_WINDOW: Duration = Duration::from_millis(100);
-
-/// The most the adaptive early wake may yield per [`BUDGET_WINDOW`]: a
-/// tenth of one core.
-const BUDGET: Duration = Duration::from_millis(10);
-
-/// Bounds the CPU the adaptive early wake spends yielding. When due times
-/// come closer together than the wake latency, the leader would otherwise
-/// yield without pause; past the budget it sleeps to the due time like a
-/// plain timed wait until the next window. (`spin_before_due` is the
-/// caller's explicit choice and is not bounded.)
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct YieldBudget {
-    /// Start of the current window.
-    since: Option<Instant>,
-    /// Yield time charged in the current window.
-    spent: Duration,
-}
-
-impl Default for YieldBudget {
-    fn default() -> Self {
-        YieldBudget {
-            since: None,
-            spent: Duration::ZERO,
-        }
-    }
-}
-
-impl YieldBudget {
-    /// True while the current window's budget lasts (a new window starts
-    /// [`BUDGET_WINDOW`] after the last one began).
-    fn allows(&mut self, now: Instant) -> bool {
-        match self.since {
-            Some(t) if now.saturating_duration_since(t) < BUDGET_WINDOW => {}
-            _ => {
-                self.since = Some(now);
-                self.spent = Duration::ZERO;
-            }
-        }
-        self.spent < BUDGET
-    }
-
-    /// Charge one yield round.
-    fn charge(&mut self, d: Duration) {
-        self.spent += d;
-    }
-}
-
 /// Lead until there is due work to hand off, tasks queued to help with, or
 /// the pool stops (then the exit pill goes behind everything queued, and the
 /// caller serves the queue until a pill reaches it).
 pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, mut token: Lead) {
     let mut batch: Vec<Claimed<K>> = Vec::new();
-    // Set once a timed wait to the start of the early-wake window ended:
-    // from then on this leadership yields until the head is due.
-    let mut woke_early = false;
     let mut st = shared.state.lock();
     #[cfg(loom)]
     let mut first_now: Option<i64> = None;
@@ -192,12 +139,9 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, mu
                     Some(deadline) => {
                         let real_now = shared.real_now();
                         let mut window = shared.spin_before_due;
-                        if shared.adaptive_wake && token.budget.allows(real_now) {
+                        if shared.adaptive_wake {
                             window = window.max(token.latency.early());
                         }
-                        let in_spin = deadline
-                            .checked_sub(shared.spin_before_due)
-                            .map_or(true, |t| t <= real_now);
                         match deadline.checked_sub(window) {
                             Some(wake_at) if wake_at > real_now => {
                                 let timed_out =
@@ -206,38 +150,16 @@ pub(crate) fn lead<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, mu
                                 if timed_out {
                                     let late = shared.real_now().saturating_duration_since(wake_at);
                                     token.latency.observe(late);
-                                    woke_early = true;
                                 }
                             }
-                            // Within the window, after sleeping to its start
-                            // (or inside `spin_before_due`): give the CPU away
-                            // once with the lock released, then check
-                            // everything again. A yield, not a pure spin: on a
-                            // busy machine the workers that must run the task
-                            // need that CPU.
-                            _ if in_spin || woke_early => {
+                            // Within the window: give the CPU away once with
+                            // the lock released, then check everything again.
+                            // A yield, not a pure spin: on a busy machine the
+                            // workers that must run the task need that CPU.
+                            _ => {
                                 drop(st);
                                 thread::yield_now();
-                                if !in_spin {
-                                    let spent =
-                                        shared.real_now().saturating_duration_since(real_now);
-                                    token.budget.charge(spent);
-                                }
                                 st = shared.state.lock();
-                            }
-                            // Inside the adaptive window without having slept
-                            // into it: due times come closer together than the
-                            // wake latency. Yielding from one to the next would
-                            // keep a core busy, so sleep to the due time itself.
-                            _ => {
-                                let timed_out =
-                                    shared.leader_cv.wait_until(&mut st, deadline).timed_out();
-                                st.wakeups += 1;
-                                if timed_out {
-                                    let late =
-                                        shared.real_now().saturating_duration_since(deadline);
-                                    token.latency.observe(late);
-                                }
                             }
                         }
                     }
@@ -357,15 +279,5 @@ mod tests {
         assert_eq!(parts, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]);
         assert_eq!(split(vec![1], 4), vec![vec![1]]);
         assert!(split(Vec::<u8>::new(), 2).is_empty());
-    }
-
-    #[test]
-    fn yield_budget_runs_out_and_comes_back_next_window() {
-        let mut b = YieldBudget::default();
-        let t = Instant::now();
-        assert!(b.allows(t));
-        b.charge(BUDGET);
-        assert!(!b.allows(t + BUDGET_WINDOW / 2));
-        assert!(b.allows(t + BUDGET_WINDOW));
     }
 }

@@ -161,6 +161,8 @@ struct Config {
     /// Percentage of all operations done when the shutdown is triggered.
     trigger_pct: usize,
     ops: usize,
+    /// Tasks due on arrival are claimed by their scheduling call.
+    claim_on_submit: bool,
 }
 
 impl Config {
@@ -182,6 +184,7 @@ impl Config {
             ending,
             trigger_pct: rng.gen_range(30..=90),
             ops,
+            claim_on_submit: rng.gen_bool(0.7),
         }
     }
 }
@@ -459,7 +462,9 @@ fn run_round(cfg: Config) -> Tally {
     if let Some(t) = cfg.expire_after {
         builder = builder.expire_after(t);
     }
-    builder = builder.exclusive_keys(cfg.exclusive_keys);
+    builder = builder
+        .exclusive_keys(cfg.exclusive_keys)
+        .claim_on_submit(cfg.claim_on_submit);
     if let TestClock::Manual(c) = &clock {
         builder = builder.clock(c.clone());
     }

@@ -870,22 +870,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     {
         let due = match self.due_at(at) {
             Ok(d) => d,
-            Err(e) => {
-                self.shared.counters.refused();
-                drop_quietly(f);
-                return Err(e);
-            }
+            Err(e) => return Err(self.refuse(f, e)),
         };
-        match self
-            .shared
-            .insert(Some(key), due, Box::new(Detached::new(f)))
-        {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                self.shared.counters.refused();
-                Err(e)
-            }
-        }
+        self.insert_counted(Some(key), due, Box::new(Detached::new(f)))
+            .map(|_| ())
     }
 
     /// [`schedule_batch_at`](Self::schedule_batch_at) without handles: many
@@ -1175,27 +1163,38 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     {
         let due = match due {
             Ok(d) => d,
-            Err(e) => {
-                self.shared.counters.refused();
-                drop_quietly(f);
-                return Err(e);
-            }
+            Err(e) => return Err(self.refuse(f, e)),
         };
         let at = self.shared.instant_of(due).unwrap_or(self.shared.epoch);
         let slot = Arc::new(OutcomeSlot::new(at));
         let job: BoxJob<K> = Box::new(OneShot::new(f, slot.clone()));
-        match self.shared.insert(key, due, job) {
-            Ok((key, seq)) => Ok(TaskHandle::new(
-                slot,
-                Arc::downgrade(&self.shared),
-                key,
-                seq,
-            )),
-            Err(e) => {
-                self.shared.counters.refused();
-                Err(e)
-            }
-        }
+        let (key, seq) = self.insert_counted(key, due, job)?;
+        Ok(TaskHandle::new(
+            slot,
+            Arc::downgrade(&self.shared),
+            key,
+            seq,
+        ))
+    }
+
+    /// Insert `job`, counting a refusal (the pool then dropped the job).
+    fn insert_counted(
+        &self,
+        key: Option<K>,
+        due: i64,
+        job: BoxJob<K>,
+    ) -> Result<(TaskKey<K>, u64), Error> {
+        self.shared
+            .insert(key, due, job)
+            .inspect_err(|_| self.shared.counters.refused())
+    }
+
+    /// Refuse a call before its task was built: count it, drop the closure
+    /// (containing a panic from its `Drop`), and give the error back.
+    fn refuse<F>(&self, f: F, e: Error) -> Error {
+        self.shared.counters.refused();
+        drop_quietly(f);
+        e
     }
 
     fn add_repeating<F>(
@@ -1213,22 +1212,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             .and_then(|every| Ok((every, self.due_at(first)?)));
         let (every, due) = match checked {
             Ok(v) => v,
-            Err(e) => {
-                self.shared.counters.refused();
-                drop_quietly(f);
-                return Err(e);
-            }
+            Err(e) => return Err(self.refuse(f, e)),
         };
         let at = self.shared.instant_of(due).unwrap_or(self.shared.epoch);
         let ctl = Arc::new(PeriodicCtl::new(at));
         let job: BoxJob<K> = Box::new(PeriodicJob::new(f, ctl.clone(), repeat, every));
-        match self.shared.insert(key, due, job) {
-            Ok((key, _)) => Ok(PeriodicHandle::new(ctl, Arc::downgrade(&self.shared), key)),
-            Err(e) => {
-                self.shared.counters.refused();
-                Err(e)
-            }
-        }
+        let (key, _) = self.insert_counted(key, due, job)?;
+        Ok(PeriodicHandle::new(ctl, Arc::downgrade(&self.shared), key))
     }
 }
 

@@ -619,3 +619,23 @@ fn detached_tasks_run_replace_cancel_and_are_counted() {
         Err(Error::TimeOutOfRange)
     );
 }
+
+#[test]
+fn a_task_claimed_on_arrival_is_not_refused_at_capacity() {
+    // Capacity counts pending tasks; a task claimed on arrival never is one.
+    let clock = ManualClock::new();
+    let pool = TimerPool::<u64>::builder()
+        .workers(1)
+        .capacity(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let far = clock.clone_now() + Duration::from_secs(3600);
+    pool.schedule_at(1, far, || ()).unwrap();
+    let now = pool.schedule_at(2, clock.clone_now(), || "ran").unwrap();
+    assert_eq!(done(now), Outcome::Completed("ran"));
+    assert_eq!(
+        pool.schedule_at(3, far, || ()).unwrap_err(),
+        Error::CapacityReached { capacity: 1 }
+    );
+}

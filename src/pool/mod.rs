@@ -294,9 +294,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
         Ok((handle_key, seq))
     }
 
-    /// When a task due at `due` may be claimed by the call that schedules it
-    /// (`Some` of the clock reading): the pool claims on submission, the task is due, nothing
-    /// pending is due (so tasks still enter the hand-off queue in due order).
+    /// The clock's reading if a task due at `due` may be claimed by the call
+    /// that schedules it: the pool claims on submission, the task is due,
+    /// and nothing pending is due (so the hand-off queue stays in due
+    /// order). Claimed tasks are not pending, so capacity does not count
+    /// them.
     fn claimable(&self, st: &State<K>, due: i64) -> Option<(Instant, i64)> {
         if !self.claim_on_submit {
             return None;

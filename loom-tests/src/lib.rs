@@ -106,6 +106,29 @@ mod imp {
         builder.build().expect("the pool starts")
     }
 
+    /// How a model's main thread stops the pool.
+    #[derive(Clone, Copy, Debug)]
+    pub enum Stop {
+        /// `shutdown()`: pending work still runs.
+        Graceful,
+        /// `shutdown_now()`: pending work is removed unrun.
+        Now,
+    }
+
+    impl Stop {
+        /// Stop `pool` this way. `shutdown_now` here must find nothing
+        /// pending: the models' tasks are due at once.
+        pub fn apply<K>(self, pool: &TimerPool<K>)
+        where
+            K: std::hash::Hash + Eq + Clone + Send + 'static,
+        {
+            match self {
+                Stop::Graceful => pool.shutdown(),
+                Stop::Now => assert!(pool.shutdown_now().is_empty()),
+            }
+        }
+    }
+
     /// A count that model threads bump and the main thread can block on (a
     /// loom mutex and condvar, so a wait that never ends is a loom
     /// deadlock), e.g. the runs of a periodic task.

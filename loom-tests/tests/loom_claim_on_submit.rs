@@ -10,17 +10,9 @@
 //!   heap sees the queued task, passes the token on behind it and helps.
 //!   With one worker the leader is the only thread that can run it.
 
+use loom_tests::Stop;
 use std::time::Duration;
 use timerpool::{ManualClock, Outcome};
-
-/// How the main thread stops the pool.
-#[derive(Clone, Copy)]
-enum Stop {
-    /// `shutdown()`.
-    Graceful,
-    /// `shutdown_now()`.
-    Now,
-}
 
 /// One worker; one thread submits a task due at once while the main thread
 /// shuts the pool down. An accepted task was claimed on arrival, so it must
@@ -33,10 +25,7 @@ fn shutdown_vs_claim(stop: Stop, fault: Option<&'static str>) {
         }));
         let other = pool.clone();
         let submitter = loom::thread::spawn(move || other.submit_after(Duration::ZERO, || 5).ok());
-        match stop {
-            Stop::Graceful => pool.shutdown(),
-            Stop::Now => assert!(pool.shutdown_now().is_empty()),
-        }
+        stop.apply(&pool);
         let Some(task) = submitter.join().unwrap() else {
             return;
         };

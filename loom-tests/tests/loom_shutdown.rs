@@ -12,18 +12,10 @@
 //! task already has its outcome (a second outcome trips the debug assertion
 //! in the outcome slot); a worker that never exits is a loom deadlock.
 
+use loom_tests::Stop;
 use std::sync::Arc;
 use std::time::Duration;
 use timerpool::{ManualClock, Outcome};
-
-/// How the main thread stops the pool.
-#[derive(Clone, Copy)]
-enum Stop {
-    /// `shutdown()`: pending work still runs.
-    Graceful,
-    /// `shutdown_now()`: pending work is removed unrun.
-    Now,
-}
 
 fn shutdown_vs_schedule(stop: Stop, fault: Option<&'static str>) {
     loom_tests::model("shutdown_vs_schedule", move || {
@@ -31,10 +23,7 @@ fn shutdown_vs_schedule(stop: Stop, fault: Option<&'static str>) {
         let pool = Arc::new(loom_tests::pool::<u32>(2, &clock, fault));
         let other = pool.clone();
         let submitter = loom::thread::spawn(move || other.submit_after(Duration::ZERO, || 5).ok());
-        match stop {
-            Stop::Graceful => pool.shutdown(),
-            Stop::Now => assert!(pool.shutdown_now().is_empty()),
-        }
+        stop.apply(&pool);
         let Some(task) = submitter.join().unwrap() else {
             return;
         };

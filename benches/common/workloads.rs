@@ -58,39 +58,44 @@ pub fn burst<P: Pool>(pool: &P, n: usize) -> Duration {
     start.elapsed()
 }
 
-/// Burst through `TimerPool::submit_batch_at`, in chunks of `chunk`.
+/// Burst through `TimerPool::schedule_batch_at` (a handle per task), in
+/// chunks of `chunk`.
 pub fn burst_batch(pool: &timerpool::TimerPool<u64>, n: usize, chunk: usize) -> Duration {
-    let done = Countdown::new(n);
-    let start = Instant::now();
-    let mut i = 0;
-    while i < n {
-        let end = (i + chunk).min(n);
-        let now = Instant::now();
-        let batch = (i..end).map(|j| {
+    burst_chunked(n, chunk, |keys, now, done| {
+        let batch = keys.map(|j| {
             let d = done.clone();
             (scramble(j as u64), now, move || d.hit())
         });
         pool.schedule_batch_at(batch).unwrap();
-        i = end;
-    }
-    done.wait();
-    start.elapsed()
+    })
 }
 
 /// Burst through `TimerPool::schedule_batch_detached_at` (no handles), in
 /// chunks of `chunk`.
 pub fn burst_batch_detached(pool: &timerpool::TimerPool<u64>, n: usize, chunk: usize) -> Duration {
+    burst_chunked(n, chunk, |keys, now, done| {
+        let batch = keys.map(|j| {
+            let d = done.clone();
+            (scramble(j as u64), now, move || d.hit())
+        });
+        pool.schedule_batch_detached_at(batch).unwrap();
+    })
+}
+
+/// The chunked burst loop: `submit(counters, now, countdown)` hands one
+/// chunk of task counters, due `now`, to the pool; the time from the first
+/// chunk to the last completion.
+fn burst_chunked(
+    n: usize,
+    chunk: usize,
+    mut submit: impl FnMut(std::ops::Range<usize>, Instant, &Arc<Countdown>),
+) -> Duration {
     let done = Countdown::new(n);
     let start = Instant::now();
     let mut i = 0;
     while i < n {
         let end = (i + chunk).min(n);
-        let now = Instant::now();
-        let batch = (i..end).map(|j| {
-            let d = done.clone();
-            (scramble(j as u64), now, move || d.hit())
-        });
-        pool.schedule_batch_detached_at(batch).unwrap();
+        submit(i..end, Instant::now(), &done);
         i = end;
     }
     done.wait();

@@ -96,7 +96,7 @@ impl Dispatch {
             let (me, generation) = (self.clone(), trip.generation);
             let h = self
                 .pool
-                .submit_after(after, move || me.driver_answers(id, generation))
+                .submit(after, move || me.driver_answers(id, generation))
                 .expect("pool runs until every trip is resolved");
             self.handles.lock().unwrap().push(h);
         }
@@ -108,7 +108,7 @@ impl Dispatch {
         let me = self.clone();
         let h = self
             .pool
-            .schedule_at(id, due, move || me.timeout(id, generation, due))
+            .schedule(id, due, move || me.timeout(id, generation, due))
             .expect("pool runs until every trip is resolved");
         self.handles.lock().unwrap().push(h);
     }
@@ -138,7 +138,7 @@ impl Dispatch {
                 if let Response::Accept(after) = respond(id, generation) {
                     let h = self
                         .pool
-                        .submit_after(after, move || me.driver_answers(id, generation))
+                        .submit(after, move || me.driver_answers(id, generation))
                         .expect("pool runs until every trip is resolved");
                     self.handles.lock().unwrap().push(h);
                 }

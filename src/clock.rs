@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 /// whether a task is due, so a task never starts before the clock reads its
 /// due time. A clock that only moves when told to (like [`ManualClock`])
 /// returns `None` from [`sleep_deadline`](Clock::sleep_deadline) and calls the
-/// [`Waker`]s it was given whenever it moves.
+/// [`PoolWaker`]s it was given whenever it moves.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current time. Must never go backwards.
     fn now(&self) -> Instant;
@@ -24,8 +24,8 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Called once by every pool built on this clock. A clock that moves by
-    /// hand must call [`Waker::wake`] on each registered waker after moving.
-    fn register(&self, waker: Waker) {
+    /// hand must call [`PoolWaker::wake`] on each registered waker after moving.
+    fn register(&self, waker: PoolWaker) {
         let _ = waker;
     }
 }
@@ -56,11 +56,11 @@ pub(crate) trait Wake: Send + Sync {
 
 /// A handle a [`Clock`] uses to wake a pool after it moved.
 #[derive(Clone)]
-pub struct Waker(Weak<dyn Wake>);
+pub struct PoolWaker(Weak<dyn Wake>);
 
-impl Waker {
+impl PoolWaker {
     pub(crate) fn new(target: Weak<dyn Wake>) -> Self {
-        Waker(target)
+        PoolWaker(target)
     }
 
     /// Wake the pool; false if the pool is gone (the waker may be forgotten).
@@ -75,9 +75,9 @@ impl Waker {
     }
 }
 
-impl fmt::Debug for Waker {
+impl fmt::Debug for PoolWaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Waker")
+        f.debug_struct("PoolWaker")
             .field("alive", &(self.0.strong_count() > 0))
             .finish()
     }
@@ -108,7 +108,7 @@ struct ManualInner {
     /// How far the clock has been moved.
     offset: Mutex<Duration>,
     /// Pools to wake after each move.
-    wakers: Mutex<Vec<Waker>>,
+    wakers: Mutex<Vec<PoolWaker>>,
 }
 
 impl ManualClock {
@@ -138,7 +138,7 @@ impl ManualClock {
         }
         // Wake outside the clock's lock: a pool reads the clock under its own
         // lock, so holding ours while taking theirs could deadlock.
-        let wakers: Vec<Waker> = self.0.wakers.lock().clone();
+        let wakers: Vec<PoolWaker> = self.0.wakers.lock().clone();
         let mut gone = false;
         for w in &wakers {
             gone |= !w.wake();
@@ -190,7 +190,7 @@ impl Clock for ManualClock {
         None
     }
 
-    fn register(&self, waker: Waker) {
+    fn register(&self, waker: PoolWaker) {
         self.0.wakers.lock().push(waker);
     }
 }

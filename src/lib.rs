@@ -1,10 +1,33 @@
-//! `timerpool` runs closures at a due time, never before: a keyed core you
-//! drive by hand ([`Scheduler`]) and a leader-follower thread pool
-//! ([`TimerPool`]) that gives every task exactly one [`Outcome`].
+//! `timerpool` runs closures at a due time, never before: a leader-follower
+//! thread pool ([`TimerPool`]) that gives every task exactly one
+//! [`Outcome`], and beside it a keyed scheduler you drive by hand
+//! ([`Scheduler`]).
 //!
-//! Both keep pending tasks in one indexed min-heap ([`heap::IndexedHeap`]):
+//! Both keep pending tasks in an indexed min-heap ([`heap::IndexedHeap`]):
 //! one entry per key, so rescheduling a key moves its single entry and
 //! cancelling removes it, each in O(log n), with no stale entries.
+//!
+//! # Which method
+//!
+//! Every due time is an [`Instant`](std::time::Instant) on the pool's clock
+//! or a [`Duration`](std::time::Duration) from now ([`Due`]). *Schedule*
+//! means under a key (a pending task under the same key is replaced);
+//! *submit* means without one.
+//!
+//! | to | call | returns |
+//! | --- | --- | --- |
+//! | run a closure once, keyed / keyless | [`TimerPool::schedule`] / [`TimerPool::submit`] | [`TaskHandle`]: wait, cancel, timing |
+//! | the same, nobody waits for the outcome | [`TimerPool::schedule_detached`] / [`TimerPool::submit_detached`] | nothing (counted in [`TimerPool::stats`]) |
+//! | run it periodically ([`Repeat`]: fixed rate or delay, [`MissedTicks`], [`OnPanic`]) | [`TimerPool::schedule_repeating`] / [`TimerPool::submit_repeating`] | [`PeriodicHandle`] |
+//! | hand over many keyed tasks under one lock | [`TimerPool::schedule_batch`], [`TimerPool::schedule_batch_detached`] | handles, or a count |
+//! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
+//! | ask | [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
+//! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), drop | |
+//! | drive time yourself, no threads | [`Scheduler`] with plain `i64` due times | |
+//!
+//! A [`Builder`] (from [`TimerPool::builder`]) sets workers, capacity, the
+//! clock ([`ManualClock`] for tests), exclusive keys, staleness expiry and
+//! the precision of wake-ups.
 //!
 //! # Examples
 //!
@@ -16,7 +39,7 @@
 //!
 //! let pool = TimerPool::<u64>::builder().workers(2).build()?;
 //! let trip = 42;
-//! let timeout = pool.schedule_after(trip, Duration::from_secs(15), move || {
+//! let timeout = pool.schedule(trip, Duration::from_secs(15), move || {
 //!     format!("re-dispatch trip {trip}")
 //! })?;
 //! // The driver accepts: the timeout never fires.
@@ -42,7 +65,7 @@
 //!
 //! let clock = ManualClock::new();
 //! let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
-//! let h = pool.schedule_after("job", Duration::from_secs(3600), || 7)?;
+//! let h = pool.schedule("job", Duration::from_secs(3600), || 7)?;
 //! let h = h.wait_timeout(Duration::from_millis(20)).unwrap_err(); // not due yet
 //! clock.advance(Duration::from_secs(3600));
 //! assert_eq!(h.wait(), Outcome::Completed(7));
@@ -62,27 +85,28 @@
 //! use timerpool::{Error, Outcome, TimerPool};
 //!
 //! let pool = TimerPool::<&str>::builder().workers(1).build()?;
-//! let far = pool.schedule_after("lease", Duration::from_secs(60), || ())?;
+//! let far = pool.schedule("lease", Duration::from_secs(60), || ())?;
 //! assert_eq!(pool.shutdown_now(), vec!["lease"]);
 //! assert_eq!(far.wait(), Outcome::Shutdown);
-//! assert_eq!(pool.submit_after(Duration::ZERO, || ()).unwrap_err(), Error::ShutDown);
+//! assert_eq!(pool.submit(Duration::ZERO, || ()).unwrap_err(), Error::ShutDown);
 //! # Ok::<(), timerpool::Error>(())
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod clock;
+mod contain;
 mod error;
 pub mod heap;
 mod pool;
 mod scheduler;
 mod sync;
 
-pub use clock::{Clock, ManualClock, SystemClock, Waker};
+pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{
-    Builder, Lateness, MissedTicks, OnPanic, Outcome, PeriodicHandle, Repeat, Stats, TaskHandle,
-    TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
+    Builder, Due, Lateness, MissedTicks, OnPanic, Outcome, PeriodicHandle, Repeat, Stats,
+    TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

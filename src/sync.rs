@@ -30,8 +30,14 @@ mod imp {
         #[derive(Debug)]
         pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
 
-        /// Guard of [`Mutex`]; `None` only while a condvar wait holds it.
-        pub(crate) struct MutexGuard<'a, T>(Option<loom::sync::MutexGuard<'a, T>>);
+        /// Guard of [`Mutex`]; `guard` is `None` only while a condvar wait
+        /// or [`MutexGuard::unlocked`] holds it.
+        pub(crate) struct MutexGuard<'a, T> {
+            /// The mutex, to lock again after `unlocked`.
+            mutex: &'a loom::sync::Mutex<T>,
+            /// loom's guard.
+            guard: Option<loom::sync::MutexGuard<'a, T>>,
+        }
 
         impl<T> Mutex<T> {
             #[track_caller]
@@ -41,20 +47,34 @@ mod imp {
 
             #[track_caller]
             pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-                MutexGuard(Some(self.0.lock().unwrap_or_else(|e| e.into_inner())))
+                MutexGuard {
+                    mutex: &self.0,
+                    guard: Some(self.0.lock().unwrap_or_else(|e| e.into_inner())),
+                }
+            }
+        }
+
+        impl<T> MutexGuard<'_, T> {
+            /// Release the lock while `f` runs, as parking_lot's does.
+            #[track_caller]
+            pub(crate) fn unlocked<U>(s: &mut Self, f: impl FnOnce() -> U) -> U {
+                drop(s.guard.take());
+                let out = f();
+                s.guard = Some(s.mutex.lock().unwrap_or_else(|e| e.into_inner()));
+                out
             }
         }
 
         impl<T> Deref for MutexGuard<'_, T> {
             type Target = T;
             fn deref(&self) -> &T {
-                self.0.as_ref().expect("guard held")
+                self.guard.as_ref().expect("guard held")
             }
         }
 
         impl<T> DerefMut for MutexGuard<'_, T> {
             fn deref_mut(&mut self) -> &mut T {
-                self.0.as_mut().expect("guard held")
+                self.guard.as_mut().expect("guard held")
             }
         }
 
@@ -64,7 +84,6 @@ mod imp {
 
         impl WaitTimeoutResult {
             /// Always false under loom.
-            #[allow(dead_code)] // mirrors parking_lot's API
             pub(crate) fn timed_out(&self) -> bool {
                 false
             }
@@ -82,9 +101,9 @@ mod imp {
 
             #[track_caller]
             pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
-                let g = guard.0.take().expect("guard held");
+                let g = guard.guard.take().expect("guard held");
                 let g = self.0.wait(g).unwrap_or_else(|e| e.into_inner());
-                guard.0 = Some(g);
+                guard.guard = Some(g);
             }
 
             /// Untimed under loom: the deadline is ignored.
@@ -190,6 +209,9 @@ mod imp {
 
         impl<T> Drop for Sender<T> {
             fn drop(&mut self) {
+                // A failed model unwinds through here: a loom operation
+                // during the unwind would abort the process instead of
+                // reporting the failure (LOOM.md).
                 if std::thread::panicking() {
                     return;
                 }

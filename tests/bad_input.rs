@@ -59,7 +59,7 @@ fn the_largest_worker_count_starts_or_says_why_not() {
     // work or report the refused thread as Error::Spawn, never panic.
     match TimerPool::<u64>::builder().workers(MAX_WORKERS).build() {
         Ok(pool) => {
-            let h = pool.submit_after(Duration::ZERO, || 1).unwrap();
+            let h = pool.submit(Duration::ZERO, || 1).unwrap();
             assert_eq!(done(h), Outcome::Completed(1));
             pool.shutdown();
         }
@@ -87,7 +87,7 @@ fn zero_too_large_capacity_and_claim_batch_are_errors() {
     );
     // The extremes that are allowed work.
     let pool = b().capacity(1).claim_batch(usize::MAX).build().unwrap();
-    let h = pool.submit_after(Duration::ZERO, || 2).unwrap();
+    let h = pool.submit(Duration::ZERO, || 2).unwrap();
     assert_eq!(done(h), Outcome::Completed(2));
     pool.shutdown();
 }
@@ -100,7 +100,7 @@ fn odd_thread_names_are_accepted() {
             .thread_name(name)
             .build()
             .unwrap();
-        let h = pool.submit_after(Duration::ZERO, || 3).unwrap();
+        let h = pool.submit(Duration::ZERO, || 3).unwrap();
         assert_eq!(done(h), Outcome::Completed(3));
         pool.shutdown();
     }
@@ -134,9 +134,9 @@ fn capacity_reached_under_contention_accepts_exactly_capacity() {
                     let key = t * PER_THREAD + i;
                     let f = counted(&runs, &drops);
                     let r = if i % 5 == 0 {
-                        pool.submit_after(Duration::from_secs(60), f)
+                        pool.submit(Duration::from_secs(60), f)
                     } else {
-                        pool.schedule_after(key, Duration::from_secs(60), f)
+                        pool.schedule(key, Duration::from_secs(60), f)
                     };
                     match r {
                         Ok(h) => accepted.push(h),
@@ -175,10 +175,10 @@ fn capacity_reached_under_contention_accepts_exactly_capacity() {
         .find_map(|h| h.key().copied())
         .expect("some keyed task was accepted");
     let replacement = pool
-        .schedule_after(keyed, Duration::from_secs(1), counted(&runs, &drops))
+        .schedule(keyed, Duration::from_secs(1), counted(&runs, &drops))
         .unwrap();
     assert_eq!(
-        pool.schedule_after(u64::MAX, Duration::from_secs(1), || ())
+        pool.schedule(u64::MAX, Duration::from_secs(1), || ())
             .map(|_| ())
             .unwrap_err(),
         Error::CapacityReached { capacity: CAPACITY }
@@ -187,7 +187,7 @@ fn capacity_reached_under_contention_accepts_exactly_capacity() {
     let victim = accepted.iter().find(|h| h.key().is_none()).unwrap();
     assert!(victim.cancel());
     let newcomer = pool
-        .schedule_after(u64::MAX, Duration::from_secs(1), counted(&runs, &drops))
+        .schedule(u64::MAX, Duration::from_secs(1), counted(&runs, &drops))
         .unwrap();
 
     clock.advance(Duration::from_secs(60));
@@ -237,7 +237,7 @@ fn capacity_holds_under_concurrent_schedule_and_cancel() {
                     if i % 3 == 0 {
                         pool.cancel(&key);
                     } else {
-                        match pool.schedule_after(key, Duration::from_secs(1), || ()) {
+                        match pool.schedule(key, Duration::from_secs(1), || ()) {
                             Ok(_) => ok += 1,
                             Err(Error::CapacityReached { capacity }) => {
                                 assert_eq!(capacity, CAPACITY);
@@ -277,13 +277,13 @@ fn out_of_range_durations_are_errors_and_drop_the_closure() {
         Duration::from_nanos(i64::MAX as u64) + Duration::from_secs(1),
     ] {
         assert_eq!(
-            pool.schedule_after(1, d, counted(&runs, &drops))
+            pool.schedule(1, d, counted(&runs, &drops))
                 .map(|_| ())
                 .unwrap_err(),
             Error::TimeOutOfRange
         );
         assert_eq!(
-            pool.submit_after(d, counted(&runs, &drops))
+            pool.submit(d, counted(&runs, &drops))
                 .map(|_| ())
                 .unwrap_err(),
             Error::TimeOutOfRange
@@ -296,7 +296,7 @@ fn out_of_range_durations_are_errors_and_drop_the_closure() {
     // A long but representable delay is accepted and simply pending.
     let year = Duration::from_secs(365 * 24 * 3600);
     let far = pool
-        .schedule_after(2, 200 * year, counted(&runs, &drops))
+        .schedule(2, 200 * year, counted(&runs, &drops))
         .unwrap();
     assert_eq!(pool.next_due(), Some(clock.now() + 200 * year));
     assert_eq!(pool.shutdown_now(), vec![2]);
@@ -314,8 +314,8 @@ fn instants_far_in_the_past_run_at_once_and_far_future_ones_are_errors() {
     let mut past = Vec::new();
     for back in [1, 3600, 365 * 24 * 3600, 100 * 365 * 24 * 3600] {
         if let Some(at) = now.checked_sub(Duration::from_secs(back)) {
-            past.push(pool.schedule_at(back, at, move || back).unwrap());
-            past.push(pool.submit_at(at, move || back).unwrap());
+            past.push(pool.schedule(back, at, move || back).unwrap());
+            past.push(pool.submit(at, move || back).unwrap());
         }
     }
     assert!(!past.is_empty());
@@ -326,11 +326,11 @@ fn instants_far_in_the_past_run_at_once_and_far_future_ones_are_errors() {
     for ahead in [293u64 * 365 * 24 * 3600, 1 << 40, i64::MAX as u64] {
         if let Some(at) = now.checked_add(Duration::from_secs(ahead)) {
             assert_eq!(
-                pool.schedule_at(1, at, || ()).map(|_| ()).unwrap_err(),
+                pool.schedule(1, at, || ()).map(|_| ()).unwrap_err(),
                 Error::TimeOutOfRange
             );
             assert_eq!(
-                pool.submit_at(at, || ()).map(|_| ()).unwrap_err(),
+                pool.submit(at, || ()).map(|_| ()).unwrap_err(),
                 Error::TimeOutOfRange
             );
         }
@@ -343,16 +343,16 @@ fn instants_far_in_the_past_run_at_once_and_far_future_ones_are_errors() {
 fn a_manual_clock_pushed_to_its_end_saturates_and_keeps_working() {
     let (clock, pool) = manual_pool(2);
     let year = Duration::from_secs(365 * 24 * 3600);
-    let far = pool.schedule_after(1, 250 * year, || "far").unwrap();
+    let far = pool.schedule(1, 250 * year, || "far").unwrap();
     clock.advance(Duration::MAX);
     clock.advance(Duration::MAX);
     assert_eq!(done(far), Outcome::Completed("far"));
     // At the end of time a zero delay is still due now ...
-    let now = pool.submit_after(Duration::ZERO, || "now").unwrap();
+    let now = pool.submit(Duration::ZERO, || "now").unwrap();
     assert_eq!(done(now), Outcome::Completed("now"));
     // ... and any later time cannot be represented.
     assert_eq!(
-        pool.schedule_after(2, Duration::from_nanos(1), || ())
+        pool.schedule(2, Duration::from_nanos(1), || ())
             .map(|_| ())
             .unwrap_err(),
         Error::TimeOutOfRange
@@ -372,12 +372,12 @@ fn scheduling_after_shutdown_is_refused_and_the_closure_dropped_unrun() {
         assert!(pool.is_shutdown());
         let at = Instant::now();
         let refusals = [
-            pool.schedule_after(1, Duration::ZERO, counted(&runs, &drops))
+            pool.schedule(1, Duration::ZERO, counted(&runs, &drops))
                 .map(|_| ()),
-            pool.schedule_at(2, at, counted(&runs, &drops)).map(|_| ()),
-            pool.submit_after(Duration::ZERO, counted(&runs, &drops))
+            pool.schedule(2, at, counted(&runs, &drops)).map(|_| ()),
+            pool.submit(Duration::ZERO, counted(&runs, &drops))
                 .map(|_| ()),
-            pool.submit_at(at, counted(&runs, &drops)).map(|_| ()),
+            pool.submit(at, counted(&runs, &drops)).map(|_| ()),
         ];
         for r in refusals {
             assert_eq!(r.unwrap_err(), Error::ShutDown, "after {how}");
@@ -400,17 +400,15 @@ fn scheduling_while_draining_is_refused() {
     let (clock, pool) = manual_pool(1);
     let pool = Arc::new(pool);
     let pending = pool
-        .schedule_after(1, Duration::from_secs(1), || "drained")
+        .schedule(1, Duration::from_secs(1), || "drained")
         .unwrap();
     let p = pool.clone();
-    let closer = pool
-        .submit_after(Duration::ZERO, move || p.shutdown())
-        .unwrap();
+    let closer = pool.submit(Duration::ZERO, move || p.shutdown()).unwrap();
     assert_eq!(done(closer), Outcome::Completed(()));
     assert!(pool.is_shutdown());
     let (runs, drops) = counters();
     assert_eq!(
-        pool.schedule_after(2, Duration::ZERO, counted(&runs, &drops))
+        pool.schedule(2, Duration::ZERO, counted(&runs, &drops))
             .map(|_| ())
             .unwrap_err(),
         Error::ShutDown
@@ -429,13 +427,11 @@ fn cancel_of_unknown_finished_or_already_cancelled_keys_is_false() {
     assert!(!pool.cancel(&12345));
     assert!(!pool.cancel(&u64::MAX));
 
-    let finished = pool.schedule_after(1, Duration::ZERO, || ()).unwrap();
+    let finished = pool.schedule(1, Duration::ZERO, || ()).unwrap();
     assert_eq!(done(finished), Outcome::Completed(()));
     assert!(!pool.cancel(&1), "a finished key is not pending");
 
-    let h = pool
-        .schedule_after(2, Duration::from_secs(1), || ())
-        .unwrap();
+    let h = pool.schedule(2, Duration::from_secs(1), || ()).unwrap();
     assert!(pool.cancel(&2));
     assert!(!pool.cancel(&2));
     assert!(!h.cancel());
@@ -444,9 +440,9 @@ fn cancel_of_unknown_finished_or_already_cancelled_keys_is_false() {
     // One worker runs equal due times in order: once `after` is done, `first`
     // has finished too, and its handle can still be asked to cancel.
     let at = clock.now() + Duration::from_secs(1);
-    let first = pool.schedule_at(3, at, || 10).unwrap();
-    let keyless = pool.submit_at(at, || 11).unwrap();
-    let after = pool.submit_at(at, || 12).unwrap();
+    let first = pool.schedule(3, at, || 10).unwrap();
+    let keyless = pool.submit(at, || 11).unwrap();
+    let after = pool.submit(at, || 12).unwrap();
     clock.advance(Duration::from_secs(1));
     assert_eq!(done(after), Outcome::Completed(12));
     assert!(first.is_finished() && keyless.is_finished());
@@ -467,7 +463,7 @@ fn one_key_replaced_thousands_of_times_runs_exactly_once() {
     let due = clock.now() + Duration::from_secs(1);
     let started = Instant::now();
     let handles: Vec<_> = (0..REPLACES)
-        .map(|_| pool.schedule_at(7, due, counted(&runs, &drops)).unwrap())
+        .map(|_| pool.schedule(7, due, counted(&runs, &drops)).unwrap())
         .collect();
     let elapsed = started.elapsed();
     let rate = REPLACES as f64 / elapsed.as_secs_f64();
@@ -502,7 +498,7 @@ fn one_key_replaced_from_several_threads_runs_exactly_once() {
             std::thread::spawn(move || {
                 start.wait();
                 (0..PER_THREAD)
-                    .map(|_| pool.schedule_at(7, due, counted(&runs, &drops)).unwrap())
+                    .map(|_| pool.schedule(7, due, counted(&runs, &drops)).unwrap())
                     .collect::<Vec<_>>()
             })
         })
@@ -536,7 +532,7 @@ fn a_key_replaced_while_it_keeps_falling_due_accounts_for_every_schedule() {
     let handles: Vec<_> = (0..5_000u32)
         .map(|i| {
             let d = Duration::from_micros(u64::from(i % 50));
-            pool.schedule_after(7, d, counted(&runs, &drops)).unwrap()
+            pool.schedule(7, d, counted(&runs, &drops)).unwrap()
         })
         .collect();
     let n = handles.len();

@@ -56,40 +56,40 @@ fn non_string_panic_payloads_are_reported_and_the_worker_survives() {
     let pd = payload_drops.clone();
     let handles: Vec<(TaskHandle<(), u64>, &str)> = vec![
         (
-            pool.submit_after(Duration::ZERO, || std::panic::panic_any(42u8))
+            pool.submit(Duration::ZERO, || std::panic::panic_any(42u8))
                 .unwrap(),
             "<non-string panic payload>",
         ),
         (
-            pool.submit_after(Duration::ZERO, || {
+            pool.submit(Duration::ZERO, || {
                 std::panic::panic_any(CustomPayload { code: 7 })
             })
             .unwrap(),
             "<non-string panic payload>",
         ),
         (
-            pool.submit_after(Duration::ZERO, || {
+            pool.submit(Duration::ZERO, || {
                 std::panic::resume_unwind(Box::new(vec![1u64, 2, 3]))
             })
             .unwrap(),
             "<non-string panic payload>",
         ),
         (
-            pool.submit_after(Duration::ZERO, || {
+            pool.submit(Duration::ZERO, || {
                 std::panic::panic_any(String::from("owned string payload"))
             })
             .unwrap(),
             "owned string payload",
         ),
         (
-            pool.submit_after(Duration::ZERO, || {
+            pool.submit(Duration::ZERO, || {
                 std::panic::panic_any("static str payload")
             })
             .unwrap(),
             "static str payload",
         ),
         (
-            pool.submit_after(Duration::ZERO, move || {
+            pool.submit(Duration::ZERO, move || {
                 std::panic::panic_any(PayloadPanicsOnDrop(pd))
             })
             .unwrap(),
@@ -100,9 +100,7 @@ fn non_string_panic_payloads_are_reported_and_the_worker_survives() {
         assert_eq!(done(h), Outcome::Panicked(msg.to_string()));
     }
     assert_eq!(payload_drops.load(Ordering::SeqCst), 1);
-    let after = pool
-        .submit_after(Duration::ZERO, || "still serving")
-        .unwrap();
+    let after = pool.submit(Duration::ZERO, || "still serving").unwrap();
     assert_eq!(done(after), Outcome::Completed("still serving"));
     pool.shutdown();
 }
@@ -112,7 +110,7 @@ fn panic_in_drop_of_a_task_that_runs_is_reported_as_panicked() {
     let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
     let (drops, guard) = panic_on_drop("intentional: closure drop after run");
     let h = pool
-        .schedule_after(1, Duration::ZERO, move || {
+        .schedule(1, Duration::ZERO, move || {
             let _keep = &guard;
             5
         })
@@ -124,7 +122,7 @@ fn panic_in_drop_of_a_task_that_runs_is_reported_as_panicked() {
         Outcome::Panicked("intentional: closure drop after run".into())
     );
     assert_eq!(drops.load(Ordering::SeqCst), 1);
-    let after = pool.submit_after(Duration::ZERO, || 6).unwrap();
+    let after = pool.submit(Duration::ZERO, || 6).unwrap();
     assert_eq!(done(after), Outcome::Completed(6));
     pool.shutdown();
 }
@@ -145,32 +143,32 @@ fn panic_in_drop_of_a_task_that_never_runs_is_contained() {
 
     // Cancelled by key: the panic stays inside the pool, cancel answers true.
     let (d_cancel_key, f) = task("intentional: drop on cancel by key");
-    let h_cancel_key = pool.schedule_after(1, far, f).unwrap();
+    let h_cancel_key = pool.schedule(1, far, f).unwrap();
     assert!(pool.cancel(&1));
     assert_eq!(done(h_cancel_key), Outcome::Cancelled);
 
     // Cancelled by handle.
     let (d_cancel_handle, f) = task("intentional: drop on cancel by handle");
-    let h_cancel_handle = pool.schedule_after(2, far, f).unwrap();
+    let h_cancel_handle = pool.schedule(2, far, f).unwrap();
     assert!(h_cancel_handle.cancel());
     assert_eq!(done(h_cancel_handle), Outcome::Cancelled);
 
     // Replaced: the schedule that replaces it succeeds and returns normally.
     let (d_replaced, f) = task("intentional: drop on replace");
-    let h_replaced = pool.schedule_after(3, far, f).unwrap();
-    let h_replacement = pool.schedule_after(3, far, || ()).unwrap();
+    let h_replaced = pool.schedule(3, far, f).unwrap();
+    let h_replacement = pool.schedule(3, far, || ()).unwrap();
     assert_eq!(done(h_replaced), Outcome::Replaced);
 
     // Refused for a bad due time: the error comes back, not the panic.
     let (d_refused_time, f) = task("intentional: drop on refused due time");
     assert_eq!(
-        pool.schedule_after(4, Duration::MAX, f).unwrap_err(),
+        pool.schedule(4, Duration::MAX, f).unwrap_err(),
         Error::TimeOutOfRange
     );
 
     // Removed by shutdown_now.
     let (d_shutdown, f) = task("intentional: drop on shutdown_now");
-    let h_shutdown = pool.schedule_after(5, far, f).unwrap();
+    let h_shutdown = pool.schedule(5, far, f).unwrap();
     let mut removed = pool.shutdown_now();
     removed.sort_unstable();
     assert_eq!(removed, vec![3, 5]);
@@ -179,7 +177,7 @@ fn panic_in_drop_of_a_task_that_never_runs_is_contained() {
 
     // Refused after shutdown.
     let (d_refused_shutdown, f) = task("intentional: drop on refused after shutdown");
-    assert_eq!(pool.schedule_after(6, far, f).unwrap_err(), Error::ShutDown);
+    assert_eq!(pool.schedule(6, far, f).unwrap_err(), Error::ShutDown);
 
     for (what, d) in [
         ("cancel by key", d_cancel_key),
@@ -201,7 +199,7 @@ fn a_long_blocking_task_does_not_stop_other_workers_serving_due_work() {
         let (started_tx, started_rx) = mpsc::channel();
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let blocker = pool
-            .schedule_after(0, Duration::ZERO, move || {
+            .schedule(0, Duration::ZERO, move || {
                 started_tx.send(()).unwrap();
                 release_rx
                     .recv_timeout(BOUND)
@@ -219,7 +217,7 @@ fn a_long_blocking_task_does_not_stop_other_workers_serving_due_work() {
             .map(|k| {
                 let at = t0 + Duration::from_millis(k % 20);
                 let c = clock.clone();
-                (at, pool.schedule_at(k, at, move || c.now()).unwrap())
+                (at, pool.schedule(k, at, move || c.now()).unwrap())
             })
             .collect();
         for _ in 0..20 {
@@ -243,18 +241,12 @@ fn a_task_may_schedule_and_cancel_on_its_own_pool_with_one_worker() {
     let p = pool.clone();
     let (tx, rx) = mpsc::channel();
     let outer = pool
-        .schedule_after(1, Duration::ZERO, move || {
+        .schedule(1, Duration::ZERO, move || {
             // Replace a pending key, add new ones, cancel one, all from the
             // only worker: none of it may wait for a worker.
-            let inner = p
-                .schedule_after(2, Duration::from_secs(1), || "inner")
-                .unwrap();
-            let again = p
-                .schedule_after(2, Duration::from_secs(1), || "again")
-                .unwrap();
-            let gone = p
-                .schedule_after(3, Duration::from_secs(1), || "gone")
-                .unwrap();
+            let inner = p.schedule(2, Duration::from_secs(1), || "inner").unwrap();
+            let again = p.schedule(2, Duration::from_secs(1), || "again").unwrap();
+            let gone = p.schedule(3, Duration::from_secs(1), || "gone").unwrap();
             assert!(p.cancel(&3));
             assert!(!p.cancel(&3));
             assert!(!p.cancel(&1), "the running task is not pending");
@@ -276,13 +268,13 @@ fn a_task_calling_shutdown_does_not_join_itself_and_pending_work_still_runs() {
     let (clock, pool) = manual_pool(1);
     let pool = Arc::new(pool);
     let later = pool
-        .schedule_after(2, Duration::from_secs(1), || "later")
+        .schedule(2, Duration::from_secs(1), || "later")
         .unwrap();
     let p = pool.clone();
     let closer = pool
-        .schedule_after(1, Duration::ZERO, move || {
+        .schedule(1, Duration::ZERO, move || {
             p.shutdown();
-            p.schedule_after(3, Duration::ZERO, || "refused")
+            p.schedule(3, Duration::ZERO, || "refused")
                 .map(|_| ())
                 .unwrap_err()
         })
@@ -310,9 +302,9 @@ fn a_task_calling_shutdown_now_keeps_claimed_work_and_removes_pending_work() {
     );
     let at = clock.now() + Duration::from_secs(1);
     let p = pool.clone();
-    let first = pool.schedule_at(1, at, move || p.shutdown_now()).unwrap();
+    let first = pool.schedule(1, at, move || p.shutdown_now()).unwrap();
     let rest: Vec<_> = (2..=6u64)
-        .map(|k| pool.schedule_at(k, at, move || k).unwrap())
+        .map(|k| pool.schedule(k, at, move || k).unwrap())
         .collect();
     clock.advance(Duration::from_secs(1));
     assert_eq!(done(first), Outcome::Completed(vec![5, 6]));
@@ -362,13 +354,11 @@ fn a_task_dropping_the_last_pool_reference_does_not_deadlock() {
             .build()
             .unwrap(),
     );
-    let pending = pool
-        .schedule_after(2, Duration::from_secs(60), || ())
-        .unwrap();
+    let pending = pool.schedule(2, Duration::from_secs(60), || ()).unwrap();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let p = pool.clone();
     let last = pool
-        .schedule_after(1, Duration::ZERO, move || {
+        .schedule(1, Duration::ZERO, move || {
             go_rx.recv_timeout(BOUND).expect("never told to go");
             // Drop the only remaining reference: this is shutdown_now run on
             // a worker, which must not try to join itself.
@@ -390,11 +380,9 @@ fn cancelling_through_a_handle_may_drop_the_last_pool_reference() {
     let pool = Arc::new(pool);
     let p = pool.clone();
     let h = pool
-        .schedule_after(1, Duration::from_secs(60), move || drop(p))
+        .schedule(1, Duration::from_secs(60), move || drop(p))
         .unwrap();
-    let other = pool
-        .schedule_after(2, Duration::from_secs(60), || ())
-        .unwrap();
+    let other = pool.schedule(2, Duration::from_secs(60), || ()).unwrap();
     drop(pool);
     // Cancelling drops the closure, which holds the last reference: the pool
     // shuts down from inside cancel, on this (non-worker) thread.
@@ -406,30 +394,26 @@ fn cancelling_through_a_handle_may_drop_the_last_pool_reference() {
 #[test]
 fn handles_are_answered_after_the_pool_is_gone() {
     let (clock, pool) = manual_pool(2);
-    let completed = pool.schedule_after(1, Duration::ZERO, || 1).unwrap();
+    let completed = pool.schedule(1, Duration::ZERO, || 1).unwrap();
     let completed_outcome_known = {
         // Make sure it finished before the drop.
         let (tx, rx) = mpsc::channel();
         let probe = pool
-            .schedule_after(9, Duration::ZERO, move || tx.send(()).unwrap())
+            .schedule(9, Duration::ZERO, move || tx.send(()).unwrap())
             .unwrap();
         rx.recv_timeout(BOUND).unwrap();
         probe
     };
-    let pending = pool
-        .schedule_after(2, Duration::from_secs(60), || 2)
-        .unwrap();
-    let keyless_pending = pool.submit_after(Duration::from_secs(60), || 3).unwrap();
-    let cancelled = pool
-        .schedule_after(4, Duration::from_secs(60), || 4)
-        .unwrap();
+    let pending = pool.schedule(2, Duration::from_secs(60), || 2).unwrap();
+    let keyless_pending = pool.submit(Duration::from_secs(60), || 3).unwrap();
+    let cancelled = pool.schedule(4, Duration::from_secs(60), || 4).unwrap();
     assert!(cancelled.cancel());
 
     // A task running while the pool is dropped finishes: drop joins it.
     let (started_tx, started_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let running = pool
-        .schedule_after(5, Duration::ZERO, move || {
+        .schedule(5, Duration::ZERO, move || {
             started_tx.send(()).unwrap();
             release_rx.recv_timeout(BOUND).unwrap();
             5
@@ -460,9 +444,7 @@ fn cancelling_the_last_pending_task_lets_a_graceful_shutdown_finish() {
     // return without the clock moving.
     let (clock, pool) = manual_pool(1);
     let pool = Arc::new(pool);
-    let h = pool
-        .schedule_after(1, Duration::from_secs(3600), || ())
-        .unwrap();
+    let h = pool.schedule(1, Duration::from_secs(3600), || ()).unwrap();
     // Make sure the leader is waiting: a clock move wakes a waiting leader,
     // and once the wake-up count has moved it waits again (stats() takes the
     // lock it waits with).
@@ -501,14 +483,14 @@ fn cancelling_a_held_exclusive_task_lets_a_graceful_shutdown_finish() {
     let (started_tx, started_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let a = pool
-        .schedule_after(1, Duration::ZERO, move || {
+        .schedule(1, Duration::ZERO, move || {
             started_tx.send(()).unwrap();
             release_rx.recv_timeout(BOUND).unwrap();
         })
         .unwrap();
     started_rx.recv_timeout(BOUND).unwrap();
     // B is due at once, but key 1 is busy: the leader holds it back.
-    let b = pool.schedule_after(1, Duration::ZERO, || ()).unwrap();
+    let b = pool.schedule(1, Duration::ZERO, || ()).unwrap();
     let deadline = Instant::now() + BOUND;
     while !(pool.next_due().is_none() && pool.len() == 1) {
         assert!(Instant::now() < deadline, "B was never held");
@@ -533,7 +515,7 @@ fn panic_in_drop_of_a_result_nobody_waits_for_does_not_kill_a_worker() {
     let (drops, value) = panic_on_drop("intentional: result drop");
     let value = std::sync::Mutex::new(Some(value));
     let abandoned = pool
-        .schedule_after(1, Duration::from_secs(1), move || {
+        .schedule(1, Duration::from_secs(1), move || {
             value.lock().unwrap().take().unwrap()
         })
         .unwrap();
@@ -541,7 +523,7 @@ fn panic_in_drop_of_a_result_nobody_waits_for_does_not_kill_a_worker() {
     drop(abandoned);
     clock.advance(Duration::from_secs(1));
     let next = pool
-        .schedule_after(2, Duration::from_secs(1), || "served")
+        .schedule(2, Duration::from_secs(1), || "served")
         .unwrap();
     clock.advance(Duration::from_secs(1));
     assert_eq!(done(next), Outcome::Completed("served"));

@@ -37,7 +37,9 @@ fn fixed_rate_runs_at_each_period() {
     let (clock, pool) = pool(2);
     let t0 = clock.now();
     let (f, runs) = ticker(&clock);
-    let h = pool.schedule_at_fixed_rate("tick", t0, SEC, f).unwrap();
+    let h = pool
+        .schedule_repeating("tick", t0, Repeat::fixed_rate(SEC), f)
+        .unwrap();
     assert_eq!(recv(&runs), t0);
     for k in 1..=3 {
         eventually("the next tick to be scheduled", || {
@@ -104,7 +106,9 @@ fn fixed_delay_counts_from_the_end_of_each_run() {
     let (clock, pool) = pool(1);
     let t0 = clock.now();
     let (f, runs) = ticker(&clock);
-    let _h = pool.schedule_with_fixed_delay("poll", t0, SEC, f).unwrap();
+    let _h = pool
+        .schedule_repeating("poll", t0, Repeat::fixed_delay(SEC), f)
+        .unwrap();
     recv(&runs);
     eventually("reschedule", || pool.next_due() == Some(t0 + SEC));
     clock.advance(SEC * 5 / 2); // the run at 1 s starts late, at 2.5 s
@@ -119,7 +123,7 @@ fn panic_in_run_3_stops_a_periodic_task_and_is_reported() {
     let count = Arc::new(Mutex::new(0));
     let c = count.clone();
     let h = pool
-        .schedule_at_fixed_rate("flaky", t0, SEC, move || {
+        .schedule_repeating("flaky", t0, Repeat::fixed_rate(SEC), move || {
             let mut n = c.lock().unwrap();
             *n += 1;
             if *n == 3 {
@@ -183,7 +187,7 @@ fn cancel_by_key_during_a_run_stops_future_runs() {
     let gate = Arc::new(Barrier::new(2));
     let g = gate.clone();
     let h = pool
-        .schedule_at_fixed_rate("job", clock.now(), SEC, move || {
+        .schedule_repeating("job", clock.now(), Repeat::fixed_rate(SEC), move || {
             g.wait();
             g.wait();
         })
@@ -203,13 +207,13 @@ fn scheduling_the_key_of_a_running_periodic_task_replaces_it() {
     let gate = Arc::new(Barrier::new(2));
     let g = gate.clone();
     let periodic = pool
-        .schedule_at_fixed_rate("job", clock.now(), SEC, move || {
+        .schedule_repeating("job", clock.now(), Repeat::fixed_rate(SEC), move || {
             g.wait();
             g.wait();
         })
         .unwrap();
     gate.wait();
-    let one_shot = pool.schedule_after("job", SEC * 5, || "new").unwrap();
+    let one_shot = pool.schedule("job", SEC * 5, || "new").unwrap();
     gate.wait();
     assert_eq!(periodic.wait_timeout(BOUND).unwrap(), Outcome::Replaced);
     assert_eq!(pool.len(), 1);
@@ -224,7 +228,9 @@ fn scheduling_the_key_of_a_running_periodic_task_replaces_it() {
 fn graceful_shutdown_stops_periodic_tasks() {
     let (clock, pool) = pool(2);
     let (f, runs) = ticker(&clock);
-    let h = pool.submit_at_fixed_rate(clock.now(), SEC, f).unwrap();
+    let h = pool
+        .submit_repeating(clock.now(), Repeat::fixed_rate(SEC), f)
+        .unwrap();
     recv(&runs);
     pool.shutdown(); // must not wait forever for a task that never ends
     assert_eq!(h.wait_timeout(BOUND).unwrap(), Outcome::Shutdown);
@@ -233,10 +239,10 @@ fn graceful_shutdown_stops_periodic_tasks() {
 #[test]
 fn zero_period_is_an_error() {
     let (clock, pool) = pool(1);
-    let e = pool.schedule_at_fixed_rate("x", clock.now(), Duration::ZERO, || {});
+    let e = pool.schedule_repeating("x", clock.now(), Repeat::fixed_rate(Duration::ZERO), || {});
     assert_eq!(e.unwrap_err(), Error::ZeroPeriod);
     assert_eq!(
-        pool.submit_with_fixed_delay(clock.now(), Duration::MAX, || {})
+        pool.submit_repeating(clock.now(), Repeat::fixed_delay(Duration::MAX), || {})
             .unwrap_err(),
         Error::TimeOutOfRange
     );
@@ -250,12 +256,12 @@ fn without_exclusive_keys_a_replacement_may_overlap() {
     let meet = Arc::new(Barrier::new(2));
     let (a, b) = (meet.clone(), meet.clone());
     let first = pool
-        .schedule_after("k", Duration::ZERO, move || a.wait())
+        .schedule("k", Duration::ZERO, move || a.wait())
         .unwrap();
     // Make sure the first is claimed (running) before the second is scheduled.
     eventually("first claimed", || pool.is_empty());
     let second = pool
-        .schedule_after("k", Duration::ZERO, move || b.wait())
+        .schedule("k", Duration::ZERO, move || b.wait())
         .unwrap();
     assert!(first.wait_timeout(BOUND).unwrap().ran());
     assert!(second.wait_timeout(BOUND).unwrap().ran());
@@ -279,7 +285,7 @@ fn exclusive_keys_replacement_never_overlaps_under_a_storm() {
                 for _ in 0..2000 {
                     let spans = spans.clone();
                     let h = pool
-                        .schedule_after(7, Duration::ZERO, move || {
+                        .schedule(7, Duration::ZERO, move || {
                             let start = Instant::now();
                             for _ in 0..200 {
                                 std::hint::spin_loop();
@@ -324,13 +330,13 @@ fn exclusive_keys_holds_a_due_replacement_until_the_run_returns() {
     let gate = Arc::new(Barrier::new(2));
     let g = gate.clone();
     let first = pool
-        .schedule_after(1, Duration::ZERO, move || {
+        .schedule(1, Duration::ZERO, move || {
             g.wait();
             g.wait();
         })
         .unwrap();
     gate.wait();
-    let second = pool.schedule_after(1, Duration::ZERO, || ()).unwrap();
+    let second = pool.schedule(1, Duration::ZERO, || ()).unwrap();
     // Held, not lost: still pending and cancellable until the first returns.
     eventually("second pending", || pool.len() == 1);
     gate.wait();
@@ -350,9 +356,9 @@ fn staleness_at_the_boundary() {
         .build()
         .unwrap();
     let t0 = clock.now();
-    let on_time = pool.schedule_at(1, t0 + SEC, || "ran").unwrap();
+    let on_time = pool.schedule(1, t0 + SEC, || "ran").unwrap();
     let stale = pool
-        .schedule_at(2, t0 + SEC - Duration::from_nanos(1), || "ran")
+        .schedule(2, t0 + SEC - Duration::from_nanos(1), || "ran")
         .unwrap();
     // Now is exactly 100 ms after task 1's due time and 100 ms + 1 ns after
     // task 2's.
@@ -371,8 +377,8 @@ fn staleness_at_the_boundary() {
 fn timing_reports_due_claimed_started_finished_in_order() {
     let (clock, pool) = pool(2);
     let t0 = clock.now();
-    let h = pool.schedule_at("a", t0 + SEC, || ()).unwrap();
-    let c = pool.schedule_at("b", t0 + SEC, || ()).unwrap();
+    let h = pool.schedule("a", t0 + SEC, || ()).unwrap();
+    let c = pool.schedule("b", t0 + SEC, || ()).unwrap();
     assert!(c.cancel());
     clock.advance(SEC * 2);
     let (_, t) = h.wait_timed();
@@ -389,12 +395,12 @@ fn stats_count_every_outcome_and_lateness() {
     let (clock, pool) = pool(2);
     let t0 = clock.now();
     let ok: Vec<_> = (0..3)
-        .map(|_| pool.submit_at(t0 + SEC, || ()).unwrap())
+        .map(|_| pool.submit(t0 + SEC, || ()).unwrap())
         .collect();
-    let bad = pool.submit_at(t0 + SEC, || panic!("boom")).unwrap();
-    let _gone = pool.schedule_at("x", t0 + SEC, || ()).unwrap();
-    let _new = pool.schedule_at("x", t0 + SEC * 9, || ()).unwrap();
-    let _cancelled = pool.schedule_at("c", t0 + SEC, || ()).unwrap();
+    let bad = pool.submit(t0 + SEC, || panic!("boom")).unwrap();
+    let _gone = pool.schedule("x", t0 + SEC, || ()).unwrap();
+    let _new = pool.schedule("x", t0 + SEC * 9, || ()).unwrap();
+    let _cancelled = pool.schedule("c", t0 + SEC, || ()).unwrap();
     assert!(pool.cancel(&"c"));
     clock.advance(SEC * 2);
     for h in ok {

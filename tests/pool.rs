@@ -15,10 +15,7 @@ fn never_early_start_reads_at_least_due() {
     for i in 0..50u64 {
         let c = clock.clone();
         let due = c.clone_now() + Duration::from_millis(10 * i);
-        handles.push((
-            due,
-            pool.schedule_at(i, due, move || c.clone_now()).unwrap(),
-        ));
+        handles.push((due, pool.schedule(i, due, move || c.clone_now()).unwrap()));
     }
     for _ in 0..60 {
         clock.advance(Duration::from_millis(10));
@@ -41,9 +38,7 @@ impl NowExt for ManualClock {
 #[test]
 fn task_waits_for_the_manual_clock() {
     let (clock, pool) = manual_pool(2);
-    let h = pool
-        .schedule_after(1, Duration::from_secs(3600), || 5)
-        .unwrap();
+    let h = pool.schedule(1, Duration::from_secs(3600), || 5).unwrap();
     let h = h.wait_timeout(Duration::from_millis(50)).unwrap_err();
     assert!(!h.is_finished());
     clock.advance(Duration::from_secs(3599));
@@ -57,17 +52,13 @@ fn earlier_task_preempts_leader_waiting_an_hour() {
     // System clock: the leader sleeps toward a task an hour away; a task due
     // at once must not wait for that sleep to end.
     let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
-    let far = pool
-        .schedule_after(1, Duration::from_secs(3600), || ())
-        .unwrap();
+    let far = pool.schedule(1, Duration::from_secs(3600), || ()).unwrap();
     // A round trip through the pool: once it completes, a leader has re-read
     // the heap and (almost surely) sleeps toward the far task.
-    let probe = pool.submit_after(Duration::ZERO, || ()).unwrap();
+    let probe = pool.submit(Duration::ZERO, || ()).unwrap();
     assert_eq!(done(probe), Outcome::Completed(()));
     let start = Instant::now();
-    let near = pool
-        .schedule_after(2, Duration::from_millis(1), || ())
-        .unwrap();
+    let near = pool.schedule(2, Duration::from_millis(1), || ()).unwrap();
     assert_eq!(done(near), Outcome::Completed(()));
     // Without preemption the near task would wait for the hour-long sleep and
     // `done` would give up after BOUND.
@@ -79,10 +70,10 @@ fn earlier_task_preempts_leader_waiting_an_hour() {
 fn panicking_task_is_reported_and_worker_keeps_serving() {
     let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
     let bad = pool
-        .submit_after(Duration::ZERO, || -> u32 { panic!("boom {}", 7) })
+        .submit(Duration::ZERO, || -> u32 { panic!("boom {}", 7) })
         .unwrap();
     assert_eq!(done(bad), Outcome::Panicked("boom 7".to_string()));
-    let good = pool.submit_after(Duration::ZERO, || 1).unwrap();
+    let good = pool.submit(Duration::ZERO, || 1).unwrap();
     assert_eq!(done(good), Outcome::Completed(1));
 }
 
@@ -90,7 +81,7 @@ fn panicking_task_is_reported_and_worker_keeps_serving() {
 fn non_string_panic_payload_is_reported() {
     let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
     let h = pool
-        .submit_after(Duration::ZERO, || std::panic::panic_any(42u8))
+        .submit(Duration::ZERO, || std::panic::panic_any(42u8))
         .unwrap();
     assert_eq!(
         done::<(), _>(h),
@@ -101,12 +92,8 @@ fn non_string_panic_payload_is_reported() {
 #[test]
 fn schedule_on_pending_key_replaces_it() {
     let (clock, pool) = manual_pool(2);
-    let old = pool
-        .schedule_after(7, Duration::from_secs(10), || "old")
-        .unwrap();
-    let new = pool
-        .schedule_after(7, Duration::from_secs(1), || "new")
-        .unwrap();
+    let old = pool.schedule(7, Duration::from_secs(10), || "old").unwrap();
+    let new = pool.schedule(7, Duration::from_secs(1), || "new").unwrap();
     assert_eq!(pool.len(), 1);
     assert_eq!(done(old), Outcome::Replaced);
     clock.advance(Duration::from_secs(1));
@@ -119,14 +106,14 @@ fn schedule_on_running_key_creates_new_pending_work() {
     let gate = Arc::new(Barrier::new(2));
     let g = gate.clone();
     let first = pool
-        .schedule_after(1, Duration::ZERO, move || {
+        .schedule(1, Duration::ZERO, move || {
             g.wait(); // running
             g.wait(); // released
             "first"
         })
         .unwrap();
     gate.wait(); // key 1 is now running
-    let second = pool.schedule_after(1, Duration::ZERO, || "second").unwrap();
+    let second = pool.schedule(1, Duration::ZERO, || "second").unwrap();
     assert_eq!(done(second), Outcome::Completed("second"));
     gate.wait();
     assert_eq!(done(first), Outcome::Completed("first"));
@@ -138,7 +125,7 @@ fn cancel_pending_returns_true_and_task_never_runs() {
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();
     let h = pool
-        .schedule_after(3, Duration::from_secs(5), move || {
+        .schedule(3, Duration::from_secs(5), move || {
             r.fetch_add(1, Ordering::SeqCst)
         })
         .unwrap();
@@ -156,7 +143,7 @@ fn cancel_after_claim_returns_false() {
     let gate = Arc::new(Barrier::new(2));
     let g = gate.clone();
     let h = pool
-        .schedule_after(9, Duration::ZERO, move || {
+        .schedule(9, Duration::ZERO, move || {
             g.wait();
             g.wait();
         })
@@ -171,12 +158,8 @@ fn cancel_after_claim_returns_false() {
 #[test]
 fn handle_cancel_does_not_cancel_a_replacement() {
     let (_clock, pool) = manual_pool(1);
-    let old = pool
-        .schedule_after(1, Duration::from_secs(5), || 1)
-        .unwrap();
-    let new = pool
-        .schedule_after(1, Duration::from_secs(5), || 2)
-        .unwrap();
+    let old = pool.schedule(1, Duration::from_secs(5), || 1).unwrap();
+    let new = pool.schedule(1, Duration::from_secs(5), || 2).unwrap();
     assert!(!old.cancel());
     assert_eq!(pool.len(), 1);
     assert!(new.cancel());
@@ -191,7 +174,7 @@ fn keyless_equal_due_times_run_in_submission_order() {
     let handles: Vec<_> = (0..200)
         .map(|i| {
             let log = log.clone();
-            pool.submit_at(at, move || log.lock().unwrap().push(i))
+            pool.submit(at, move || log.lock().unwrap().push(i))
                 .unwrap()
         })
         .collect();
@@ -215,13 +198,13 @@ fn claim_batch_bounds_claimed_tasks_so_the_rest_stay_cancellable() {
     let g = gate.clone();
     let at = timerpool::Clock::now(&clock) + Duration::from_secs(1);
     let mut handles = vec![pool
-        .schedule_at(1, at, move || {
+        .schedule(1, at, move || {
             g.wait();
             g.wait();
         })
         .unwrap()];
     for k in 2..=10u64 {
-        handles.push(pool.schedule_at(k, at, || ()).unwrap());
+        handles.push(pool.schedule(k, at, || ()).unwrap());
     }
     clock.advance(Duration::from_secs(1)); // all ten fall due at once
     gate.wait(); // task 1 runs on the only worker
@@ -239,17 +222,17 @@ fn claim_batch_bounds_claimed_tasks_so_the_rest_stay_cancellable() {
 fn out_of_range_times_are_errors_not_panics() {
     let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
     assert_eq!(
-        pool.schedule_after(1, Duration::MAX, || ()).unwrap_err(),
+        pool.schedule(1, Duration::MAX, || ()).unwrap_err(),
         Error::TimeOutOfRange
     );
     assert_eq!(
-        pool.submit_after(Duration::from_secs(300 * 365 * 24 * 3600), || ())
+        pool.submit(Duration::from_secs(300 * 365 * 24 * 3600), || ())
             .unwrap_err(),
         Error::TimeOutOfRange
     );
     // Far in the past counts as due now.
     if let Some(past) = Instant::now().checked_sub(Duration::from_secs(3600)) {
-        let h = pool.submit_at(past, || 3).unwrap();
+        let h = pool.submit(past, || 3).unwrap();
         assert_eq!(done(h), Outcome::Completed(3));
     }
     assert!(pool.is_empty());
@@ -282,20 +265,13 @@ fn capacity_refuses_new_keys_but_allows_replace() {
             .unwrap();
         (clock, pool)
     };
-    let _a = pool
-        .schedule_after(1, Duration::from_secs(1), || ())
-        .unwrap();
-    let _b = pool
-        .schedule_after(2, Duration::from_secs(1), || ())
-        .unwrap();
+    let _a = pool.schedule(1, Duration::from_secs(1), || ()).unwrap();
+    let _b = pool.schedule(2, Duration::from_secs(1), || ()).unwrap();
     assert_eq!(
-        pool.schedule_after(3, Duration::from_secs(1), || ())
-            .unwrap_err(),
+        pool.schedule(3, Duration::from_secs(1), || ()).unwrap_err(),
         Error::CapacityReached { capacity: 2 }
     );
-    assert!(pool
-        .schedule_after(2, Duration::from_secs(2), || ())
-        .is_ok());
+    assert!(pool.schedule(2, Duration::from_secs(2), || ()).is_ok());
     assert_eq!(pool.len(), 2);
 }
 
@@ -303,13 +279,12 @@ fn capacity_refuses_new_keys_but_allows_replace() {
 fn shutdown_runs_pending_work_then_joins() {
     let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
     let h = pool
-        .schedule_after(1, Duration::from_millis(20), || "ran")
+        .schedule(1, Duration::from_millis(20), || "ran")
         .unwrap();
     pool.shutdown();
     assert_eq!(h.try_outcome().unwrap(), Outcome::Completed("ran"));
     assert_eq!(
-        pool.schedule_after(2, Duration::ZERO, || "late")
-            .unwrap_err(),
+        pool.schedule(2, Duration::ZERO, || "late").unwrap_err(),
         Error::ShutDown
     );
 }
@@ -317,13 +292,9 @@ fn shutdown_runs_pending_work_then_joins() {
 #[test]
 fn shutdown_now_returns_pending_keys_unrun() {
     let (_clock, pool) = manual_pool(2);
-    let a = pool
-        .schedule_after(1, Duration::from_secs(2), || ())
-        .unwrap();
-    let b = pool
-        .schedule_after(2, Duration::from_secs(1), || ())
-        .unwrap();
-    let c = pool.submit_after(Duration::from_secs(1), || ()).unwrap();
+    let a = pool.schedule(1, Duration::from_secs(2), || ()).unwrap();
+    let b = pool.schedule(2, Duration::from_secs(1), || ()).unwrap();
+    let c = pool.submit(Duration::from_secs(1), || ()).unwrap();
     assert_eq!(pool.shutdown_now(), vec![2, 1]);
     for h in [a, b, c] {
         assert_eq!(h.try_outcome().unwrap(), Outcome::Shutdown);
@@ -333,9 +304,7 @@ fn shutdown_now_returns_pending_keys_unrun() {
 #[test]
 fn dropping_the_pool_gives_pending_tasks_an_outcome() {
     let (_clock, pool) = manual_pool(3);
-    let h = pool
-        .schedule_after(1, Duration::from_secs(9), || ())
-        .unwrap();
+    let h = pool.schedule(1, Duration::from_secs(9), || ()).unwrap();
     drop(pool);
     assert_eq!(h.try_outcome().unwrap(), Outcome::Shutdown);
 }
@@ -345,8 +314,8 @@ fn task_may_schedule_cancel_and_shut_down_its_own_pool() {
     let pool = Arc::new(TimerPool::<u64>::builder().workers(2).build().unwrap());
     let p = pool.clone();
     let h = pool
-        .schedule_after(1, Duration::ZERO, move || {
-            let inner = p.schedule_after(2, Duration::from_secs(60), || ()).unwrap();
+        .schedule(1, Duration::ZERO, move || {
+            let inner = p.schedule(2, Duration::from_secs(60), || ()).unwrap();
             assert!(p.cancel(&2));
             p.shutdown();
             inner.wait()
@@ -360,12 +329,9 @@ fn task_may_schedule_cancel_and_shut_down_its_own_pool() {
 fn no_busy_polling_idle_pool_with_far_timers_never_wakes() {
     let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
     let far: Vec<_> = (0..10_000u64)
-        .map(|k| {
-            pool.schedule_after(k, Duration::from_secs(3600), || ())
-                .unwrap()
-        })
+        .map(|k| pool.schedule(k, Duration::from_secs(3600), || ()).unwrap())
         .collect();
-    let probe = pool.submit_after(Duration::ZERO, || ()).unwrap();
+    let probe = pool.submit(Duration::ZERO, || ()).unwrap();
     assert_eq!(done(probe), Outcome::Completed(()));
     let before = pool.stats().leader_wakeups;
     // Observe the pool idling; a polling leader would wake many times.
@@ -381,9 +347,7 @@ fn no_busy_polling_idle_pool_with_far_timers_never_wakes() {
 fn no_busy_polling_one_far_timer_wakes_about_once() {
     let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
     let before = pool.stats().leader_wakeups;
-    let h = pool
-        .schedule_after(1, Duration::from_millis(200), || ())
-        .unwrap();
+    let h = pool.schedule(1, Duration::from_millis(200), || ()).unwrap();
     assert_eq!(done(h), Outcome::Completed(()));
     // One wake for the schedule's notify (the head changed), one at the due
     // time; a third would be a spurious wakeup.
@@ -398,7 +362,7 @@ fn every_wake_rereads_clock_and_head() {
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();
     let first = pool
-        .schedule_at(1, t0 + Duration::from_secs(10), move || {
+        .schedule(1, t0 + Duration::from_secs(10), move || {
             r.fetch_add(1, Ordering::SeqCst)
         })
         .unwrap();
@@ -407,7 +371,7 @@ fn every_wake_rereads_clock_and_head() {
     // The head moves later while the leader sleeps toward 10 s.
     let r = ran.clone();
     let moved = pool
-        .schedule_at(1, t0 + Duration::from_secs(20), move || {
+        .schedule(1, t0 + Duration::from_secs(20), move || {
             r.fetch_add(1, Ordering::SeqCst)
         })
         .unwrap();
@@ -436,9 +400,7 @@ fn shutdown_returns_once_the_last_pending_task_is_cancelled() {
     // (for ever on a manual clock).
     let (clock, pool) = manual_pool(2);
     let pool = Arc::new(pool);
-    let far = pool
-        .schedule_after(1, Duration::from_secs(3600), || ())
-        .unwrap();
+    let far = pool.schedule(1, Duration::from_secs(3600), || ()).unwrap();
     let wakeups = || pool.stats().leader_wakeups;
     let woke_since = |before: u64| {
         let start = Instant::now();
@@ -474,7 +436,7 @@ fn shutdown_returns_once_the_last_pending_task_is_cancelled() {
 #[test]
 fn a_task_due_on_arrival_is_claimed_by_its_scheduling_call() {
     let (clock, pool) = manual_pool(2);
-    let h = pool.schedule_at(1, clock.clone_now(), || "ran").unwrap();
+    let h = pool.schedule(1, clock.clone_now(), || "ran").unwrap();
     // Claimed on arrival: no longer pending, so cancel cannot stop it.
     assert!(!pool.cancel(&1));
     assert_eq!(pool.len(), 0);
@@ -490,7 +452,7 @@ fn a_task_due_on_arrival_is_claimed_by_its_scheduling_call() {
         .build()
         .unwrap();
     let later = pool
-        .schedule_at(1, clock.clone_now() + Duration::from_secs(1), || "ran")
+        .schedule(1, clock.clone_now() + Duration::from_secs(1), || "ran")
         .unwrap();
     assert!(pool.cancel(&1));
     assert_eq!(done(later), Outcome::Cancelled);
@@ -505,13 +467,13 @@ fn a_task_claimed_on_arrival_runs_while_every_follower_is_busy() {
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let blocker = pool
-        .submit_at(Instant::now(), move || {
+        .submit(Instant::now(), move || {
             started_tx.send(()).unwrap();
             release_rx.recv_timeout(BOUND).unwrap();
         })
         .unwrap();
     started_rx.recv_timeout(BOUND).unwrap();
-    let h = pool.submit_at(Instant::now(), || 7).unwrap();
+    let h = pool.submit(Instant::now(), || 7).unwrap();
     assert_eq!(done(h), Outcome::Completed(7));
     release_tx.send(()).unwrap();
     assert_eq!(done(blocker), Outcome::Completed(()));
@@ -526,7 +488,7 @@ fn a_task_due_on_arrival_waits_behind_earlier_due_tasks() {
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let blocker = pool
-        .schedule_at(0, clock.clone_now(), move || {
+        .schedule(0, clock.clone_now(), move || {
             started_tx.send(()).unwrap();
             release_rx.recv_timeout(BOUND).unwrap();
         })
@@ -534,12 +496,12 @@ fn a_task_due_on_arrival_waits_behind_earlier_due_tasks() {
     started_rx.recv_timeout(BOUND).unwrap();
     let o = order.clone();
     let earlier = pool
-        .schedule_after(1, Duration::from_secs(1), move || o.lock().unwrap().push(1))
+        .schedule(1, Duration::from_secs(1), move || o.lock().unwrap().push(1))
         .unwrap();
     clock.advance(Duration::from_secs(2));
     let o = order.clone();
     let cancelled = pool
-        .schedule_at(2, clock.clone_now(), move || o.lock().unwrap().push(99))
+        .schedule(2, clock.clone_now(), move || o.lock().unwrap().push(99))
         .unwrap();
     assert!(
         pool.cancel(&2),
@@ -547,7 +509,7 @@ fn a_task_due_on_arrival_waits_behind_earlier_due_tasks() {
     );
     let o = order.clone();
     let later = pool
-        .schedule_at(2, clock.clone_now(), move || o.lock().unwrap().push(2))
+        .schedule(2, clock.clone_now(), move || o.lock().unwrap().push(2))
         .unwrap();
     release_tx.send(()).unwrap();
     assert_eq!(done(blocker), Outcome::Completed(()));
@@ -569,15 +531,15 @@ fn detached_tasks_run_replace_cancel_and_are_counted() {
         (3, "third"),
     ] {
         let r = ran.clone();
-        pool.schedule_detached_at(key, at, move || r.lock().unwrap().push(tag))
+        pool.schedule_detached(key, at, move || r.lock().unwrap().push(tag))
             .unwrap();
     }
     assert!(pool.cancel(&2));
-    pool.schedule_detached_at(4, at, || panic!("intentional"))
+    pool.schedule_detached(4, at, || panic!("intentional"))
         .unwrap();
     let r = ran.clone();
     let n = pool
-        .schedule_batch_detached_at((10..20u64).map(|k| {
+        .schedule_batch_detached((10..20u64).map(|k| {
             let r = r.clone();
             (k, at, move || r.lock().unwrap().push("batch"))
         }))
@@ -607,11 +569,11 @@ fn detached_tasks_run_replace_cancel_and_are_counted() {
     assert_eq!(ran, want);
     // The worker that ran the panicking task still serves.
     assert_eq!(
-        done(pool.submit_after(Duration::ZERO, || 1).unwrap()),
+        done(pool.submit(Duration::ZERO, || 1).unwrap()),
         Outcome::Completed(1)
     );
     assert_eq!(
-        pool.schedule_detached_at(
+        pool.schedule_detached(
             5,
             Instant::now() + Duration::from_secs(400 * 365 * 24 * 3600),
             || ()
@@ -631,11 +593,11 @@ fn a_task_claimed_on_arrival_is_not_refused_at_capacity() {
         .build()
         .unwrap();
     let far = clock.clone_now() + Duration::from_secs(3600);
-    pool.schedule_at(1, far, || ()).unwrap();
-    let now = pool.schedule_at(2, clock.clone_now(), || "ran").unwrap();
+    pool.schedule(1, far, || ()).unwrap();
+    let now = pool.schedule(2, clock.clone_now(), || "ran").unwrap();
     assert_eq!(done(now), Outcome::Completed("ran"));
     assert_eq!(
-        pool.schedule_at(3, far, || ()).unwrap_err(),
+        pool.schedule(3, far, || ()).unwrap_err(),
         Error::CapacityReached { capacity: 1 }
     );
 }

@@ -4,7 +4,7 @@
 //! This binary holds a single test on purpose: it counts all the threads of
 //! the process (`/proc/self/task`), which other tests running in parallel
 //! threads would disturb. Memory over a long churn is checked by
-//! `examples/soak.rs`.
+//! `benches/tools/src/bin/soak.rs`.
 
 mod common;
 use common::*;
@@ -56,18 +56,17 @@ fn busy_pool(workers: usize, name: &str) -> TimerPool<u64> {
         .unwrap();
     // Some finished, some panicked, some pending work.
     let hs: Vec<_> = (0..20u64)
-        .map(|k| pool.schedule_after(k, Duration::ZERO, move || k).unwrap())
+        .map(|k| pool.schedule(k, Duration::ZERO, move || k).unwrap())
         .collect();
     let bad = pool
-        .submit_after(Duration::ZERO, || -> u64 { panic!("intentional") })
+        .submit(Duration::ZERO, || -> u64 { panic!("intentional") })
         .unwrap();
     for (k, h) in (0..).zip(hs) {
         assert_eq!(done(h), Outcome::Completed(k));
     }
     assert!(matches!(done(bad), Outcome::Panicked(_)));
     for k in 100..110u64 {
-        pool.schedule_after(k, Duration::from_secs(3600), || 0)
-            .unwrap();
+        pool.schedule(k, Duration::from_secs(3600), || 0).unwrap();
     }
     pool
 }
@@ -87,7 +86,7 @@ fn a_pool_gives_back_every_thread_it_started() {
 
     // Graceful shutdown with nothing far away pending.
     let pool = TimerPool::<u64>::builder().workers(8).build().unwrap();
-    let h = pool.submit_after(Duration::from_millis(1), || 1).unwrap();
+    let h = pool.submit(Duration::from_millis(1), || 1).unwrap();
     pool.shutdown();
     assert_eq!(h.try_outcome().unwrap(), Outcome::Completed(1));
     await_threads(base, "after shutdown");
@@ -97,7 +96,7 @@ fn a_pool_gives_back_every_thread_it_started() {
     let (started_tx, started_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let running = pool
-        .submit_after(Duration::ZERO, move || {
+        .submit(Duration::ZERO, move || {
             started_tx.send(()).unwrap();
             release_rx.recv_timeout(BOUND).unwrap();
         })
@@ -116,9 +115,7 @@ fn a_pool_gives_back_every_thread_it_started() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let far = pool
-        .schedule_after(1, Duration::from_secs(60), || ())
-        .unwrap();
+    let far = pool.schedule(1, Duration::from_secs(60), || ()).unwrap();
     drop(pool);
     assert_eq!(far.try_outcome().unwrap(), Outcome::Shutdown);
     clock.advance(Duration::from_secs(120)); // wakes nobody, harmlessly
@@ -139,11 +136,9 @@ fn a_pool_gives_back_every_thread_it_started() {
     let pool = Arc::new(TimerPool::<u64>::builder().workers(2).build().unwrap());
     let p = pool.clone();
     let h = pool
-        .submit_after(Duration::ZERO, move || {
+        .submit(Duration::ZERO, move || {
             p.shutdown();
-            p.submit_after(Duration::ZERO, || ())
-                .map(|_| ())
-                .unwrap_err()
+            p.submit(Duration::ZERO, || ()).map(|_| ()).unwrap_err()
         })
         .unwrap();
     assert_eq!(done(h), Outcome::Completed(Error::ShutDown));
@@ -162,7 +157,7 @@ fn a_pool_gives_back_every_thread_it_started() {
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let p = pool.clone();
     let h = pool
-        .submit_after(Duration::ZERO, move || {
+        .submit(Duration::ZERO, move || {
             go_rx.recv_timeout(BOUND).unwrap();
             drop(p);
         })
@@ -178,10 +173,8 @@ fn a_pool_gives_back_every_thread_it_started() {
             .workers(1 + i % 4)
             .build()
             .unwrap();
-        let h = pool
-            .schedule_after(i as u64, Duration::ZERO, || ())
-            .unwrap();
-        pool.schedule_after(u64::MAX, Duration::from_secs(60), || ())
+        let h = pool.schedule(i as u64, Duration::ZERO, || ()).unwrap();
+        pool.schedule(u64::MAX, Duration::from_secs(60), || ())
             .unwrap();
         if i % 2 == 0 {
             drop(pool);

@@ -169,7 +169,7 @@ impl Config {
     /// Every third round has exclusive keys and at least two workers, so
     /// every test checks them.
     fn random(seed: u64, round: usize, ending: Ending, ops: usize) -> Self {
-        let exclusive_keys = round % 3 == 0;
+        let exclusive_keys = round.is_multiple_of(3);
         let mut rng = SmallRng::seed_from_u64(seed);
         Config {
             seed,
@@ -299,8 +299,8 @@ fn producer(
                 };
                 let f = task(&round, id, key, due, panics, linger);
                 let result = match key {
-                    Some(k) => pool.schedule_at(k, due, f),
-                    None => pool.submit_at(due, f),
+                    Some(k) => pool.schedule(k, due, f),
+                    None => pool.submit(due, f),
                 };
                 match &result {
                     Ok(_) => assert!(

@@ -93,7 +93,7 @@ fn assert_never_early<C: Clock + Clone>(pool: TimerPool<u64>, clock: C, n: u64, 
         .map(|i| {
             let due = start + step * (i as u32);
             let c = clock.clone();
-            (due, pool.schedule_at(i, due, move || c.now()).unwrap())
+            (due, pool.schedule(i, due, move || c.now()).unwrap())
         })
         .collect();
     for (due, h) in handles {
@@ -154,7 +154,7 @@ fn clock_reads_while_waiting(far: Option<Duration>, span: Duration) -> u64 {
         .build()
         .unwrap();
     if let Some(far) = far {
-        pool.schedule_after(1, far, || ()).unwrap();
+        pool.schedule(1, far, || ()).unwrap();
     }
     // Past start-up: the leader has read the clock and gone to sleep.
     std::thread::sleep(Duration::from_millis(50));
@@ -191,7 +191,7 @@ fn schedule_batch_at_runs_every_task_and_replaces_duplicate_keys() {
         .unwrap();
     let now = Instant::now();
     let mut handles = pool
-        .schedule_batch_at((0..100u64).map(|k| (k % 90, now, move || k)))
+        .schedule_batch((0..100u64).map(|k| (k % 90, now, move || k)))
         .unwrap();
     // Keys 0..10 appear twice: the first of each pair is replaced.
     let later = handles.split_off(90);
@@ -214,7 +214,7 @@ fn schedule_batch_at_runs_a_duplicate_key_twice_when_the_first_was_claimed_on_ar
     let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
     let now = Instant::now();
     let handles = pool
-        .schedule_batch_at((0..20u64).map(|k| (k % 10, now, move || k)))
+        .schedule_batch((0..20u64).map(|k| (k % 10, now, move || k)))
         .unwrap();
     // Due on arrival with nothing else due: each entry is claimed as it
     // comes, so the second entry of a key is new work, not a replacement.
@@ -235,22 +235,21 @@ fn schedule_batch_at_is_all_or_nothing() {
         .unwrap();
     let far = Instant::now() + Duration::from_secs(3600);
     assert_eq!(
-        pool.schedule_batch_at((0..11u64).map(|k| (k, far, || ())))
+        pool.schedule_batch((0..11u64).map(|k| (k, far, || ())))
             .unwrap_err(),
         Error::CapacityReached { capacity: 10 }
     );
     assert!(pool.is_empty());
     let too_far = far + Duration::from_secs(400 * 365 * 24 * 3600);
     assert_eq!(
-        pool.schedule_batch_at([(1, far, noop as fn()), (2, too_far, noop)])
+        pool.schedule_batch([(1, far, noop as fn()), (2, too_far, noop)])
             .unwrap_err(),
         Error::TimeOutOfRange
     );
     assert!(pool.is_empty());
     pool.shutdown();
     assert_eq!(
-        pool.schedule_batch_at([(1, far, noop as fn())])
-            .unwrap_err(),
+        pool.schedule_batch([(1, far, noop as fn())]).unwrap_err(),
         Error::ShutDown
     );
 }

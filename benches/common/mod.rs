@@ -1,6 +1,6 @@
 //! Shared pieces of the benchmark suite: the workloads, the pools under test,
 //! the naive baseline and small measuring helpers. Each bench binary and
-//! `examples/bench_report.rs` include this module and use a part of it.
+//! `benches/tools/src/bin/bench_report.rs` include this module and use a part of it.
 #![allow(dead_code)] // each binary uses a different subset
 
 pub mod naive;

@@ -27,7 +27,7 @@ impl Pool for Timerpool {
         Timerpool(TimerPool::builder().workers(WORKERS).build().unwrap())
     }
     fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
-        drop(self.0.schedule_at(key, due, f).unwrap());
+        drop(self.0.schedule(key, due, f).unwrap());
     }
     fn finish(self) {
         self.0.shutdown_now();
@@ -49,7 +49,7 @@ impl Pool for TimerpoolPlain {
         )
     }
     fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
-        drop(self.0.schedule_at(key, due, f).unwrap());
+        drop(self.0.schedule(key, due, f).unwrap());
     }
     fn finish(self) {
         self.0.shutdown_now();
@@ -73,7 +73,7 @@ impl Pool for TimerpoolSpin {
         )
     }
     fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
-        drop(self.0.schedule_at(key, due, f).unwrap());
+        drop(self.0.schedule(key, due, f).unwrap());
     }
     fn finish(self) {
         self.0.shutdown_now();

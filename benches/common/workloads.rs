@@ -1,5 +1,5 @@
 //! The workloads of the suite, shared by the criterion benches and
-//! `examples/bench_report.rs`.
+//! `benches/tools/src/bin/bench_report.rs`.
 
 use super::naive::{NaiveHandle, NaivePool};
 use super::pools::Pool;
@@ -66,7 +66,7 @@ pub fn burst_batch(pool: &timerpool::TimerPool<u64>, n: usize, chunk: usize) -> 
             let d = done.clone();
             (scramble(j as u64), now, move || d.hit())
         });
-        pool.schedule_batch_at(batch).unwrap();
+        pool.schedule_batch(batch).unwrap();
     })
 }
 
@@ -78,7 +78,7 @@ pub fn burst_batch_detached(pool: &timerpool::TimerPool<u64>, n: usize, chunk: u
             let d = done.clone();
             (scramble(j as u64), now, move || d.hit())
         });
-        pool.schedule_batch_detached_at(batch).unwrap();
+        pool.schedule_batch_detached(batch).unwrap();
     })
 }
 
@@ -380,7 +380,7 @@ impl Churn for ChurnPool {
     fn insert(&mut self, _i: usize, key: u64, due: Instant) {
         drop(
             self.0
-                .schedule_at(key, due, move || {
+                .schedule(key, due, move || {
                     black_box(key);
                 })
                 .unwrap(),

@@ -23,7 +23,7 @@ fn cancel_vs_claim(how: Cancel, fault: Option<&'static str>) {
         let clock = ManualClock::new();
         let pool = loom_tests::pool::<u32>(1, &clock, fault);
         let due = clock.now() + loom_tests::LATER;
-        let task = pool.schedule_at(7, due, || "ran").unwrap();
+        let task = pool.schedule(7, due, || "ran").unwrap();
         let mover = clock.clone();
         let timeout = loom::thread::spawn(move || mover.advance(loom_tests::LATER));
         let cancelled = match how {

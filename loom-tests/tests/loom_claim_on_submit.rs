@@ -24,7 +24,7 @@ fn shutdown_vs_claim(stop: Stop, fault: Option<&'static str>) {
             b.claim_on_submit(true)
         }));
         let other = pool.clone();
-        let submitter = loom::thread::spawn(move || other.submit_after(Duration::ZERO, || 5).ok());
+        let submitter = loom::thread::spawn(move || other.submit(Duration::ZERO, || 5).ok());
         stop.apply(&pool);
         let Some(task) = submitter.join().unwrap() else {
             return;
@@ -43,7 +43,7 @@ fn leader_helps(fault: Option<&'static str>) {
     loom_tests::model("leader_helps_with_claimed_tasks", move || {
         let clock = ManualClock::new();
         let pool = loom_tests::pool_with::<u32>(1, &clock, fault, |b| b.claim_on_submit(true));
-        let task = pool.submit_after(Duration::ZERO, || 7).unwrap();
+        let task = pool.submit(Duration::ZERO, || 7).unwrap();
         assert_eq!(task.wait(), Outcome::Completed(7));
         pool.shutdown();
     });

@@ -30,10 +30,10 @@ fn replacement_waits_for_the_run(fault: Option<&'static str>) {
         let first_returned = Arc::new(AtomicBool::new(false));
         let (inner, returned) = (pool.clone(), first_returned.clone());
         let first = pool
-            .schedule_after(7, Duration::ZERO, move || {
+            .schedule(7, Duration::ZERO, move || {
                 let seen = returned.clone();
                 let second = inner
-                    .schedule_after(7, Duration::ZERO, move || seen.load(Ordering::SeqCst))
+                    .schedule(7, Duration::ZERO, move || seen.load(Ordering::SeqCst))
                     .expect("the pool is running");
                 returned.store(true, Ordering::SeqCst);
                 second
@@ -72,7 +72,7 @@ fn exclusive_no_hold_is_caught() {
 /// draining leader sleeps on an empty heap, and the shutdown never joins it.
 #[test]
 #[should_panic(
-    expected = "deadlock: thread 0 (main) in src/pool/mod.rs, thread 1 in src/pool/worker.rs, thread 2 in src/pool/leader.rs"
+    expected = "deadlock: thread 0 (main) in src/pool/crew.rs, thread 1 in src/pool/worker.rs, thread 2 in src/pool/leader.rs"
 )]
 fn exclusive_release_without_notify_is_caught() {
     replacement_waits_for_the_run(Some("exclusive-release-no-notify"));

@@ -18,8 +18,8 @@ fn hand_off(workers: usize, fault: Option<&'static str>) {
     loom_tests::model("hand_off", move || {
         let clock = ManualClock::new();
         let pool = loom_tests::pool::<u32>(workers, &clock, fault);
-        let first = pool.submit_after(Duration::ZERO, || 1).unwrap();
-        let second = pool.submit_after(loom_tests::LATER, || 2).unwrap();
+        let first = pool.submit(Duration::ZERO, || 1).unwrap();
+        let second = pool.submit(loom_tests::LATER, || 2).unwrap();
         assert_eq!(first.wait(), Outcome::Completed(1));
         clock.advance(loom_tests::LATER);
         assert_eq!(second.wait(), Outcome::Completed(2));

@@ -15,7 +15,7 @@ fn lost_wakeup(fault: Option<&'static str>) {
     loom_tests::model("lost_wakeup", move || {
         let clock = ManualClock::new();
         let pool = loom_tests::pool::<u32>(1, &clock, fault);
-        let task = pool.submit_after(Duration::ZERO, || 1).unwrap();
+        let task = pool.submit(Duration::ZERO, || 1).unwrap();
         assert_eq!(task.wait(), Outcome::Completed(1));
         pool.shutdown();
     });

@@ -73,7 +73,7 @@ fn cancel_vs_reinsert(how: Cancel, fault: Option<&'static str>) {
         // than this one and runs before it: once it has run, the worker has
         // nothing left to do.
         let gap = Duration::from_millis(1);
-        let after = pool.submit_at(t0 + loom_tests::LATER + gap, || ()).unwrap();
+        let after = pool.submit(t0 + loom_tests::LATER + gap, || ()).unwrap();
         clock.advance(loom_tests::LATER + gap);
         assert_eq!(after.wait(), Outcome::Completed(()));
         let runs = runs.load(Ordering::SeqCst);
@@ -130,11 +130,8 @@ fn replace_vs_reinsert(fault: Option<&'static str>) {
             .schedule_repeating(7, clock.now(), every_later(), || {})
             .unwrap();
         let replacer = pool.clone();
-        let replacer = loom::thread::spawn(move || {
-            replacer
-                .schedule_after(7, Duration::ZERO, || "new")
-                .unwrap()
-        });
+        let replacer =
+            loom::thread::spawn(move || replacer.schedule(7, Duration::ZERO, || "new").unwrap());
         assert_eq!(periodic.wait(), Outcome::Replaced);
         let new = replacer.join().unwrap();
         assert_eq!(new.wait(), Outcome::Completed("new"));
@@ -174,7 +171,7 @@ fn reinsert_reaches_leader(fault: Option<&'static str>) {
         let pool = loom_tests::pool::<u32>(2, &clock, fault);
         let t0 = clock.now();
         let far = pool
-            .schedule_at(2, t0 + 3 * loom_tests::LATER, || "far")
+            .schedule(2, t0 + 3 * loom_tests::LATER, || "far")
             .unwrap();
         let runs = Arc::new(loom_tests::Count::new());
         let counted = runs.clone();

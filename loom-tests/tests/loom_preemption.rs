@@ -17,16 +17,13 @@ fn preemption(fault: Option<&'static str>) {
         let clock = ManualClock::new();
         let pool = Arc::new(loom_tests::pool::<&str>(1, &clock, fault));
         let far = pool
-            .schedule_after("far", Duration::from_secs(3600), || "far")
+            .schedule("far", Duration::from_secs(3600), || "far")
             .unwrap();
         let other = pool.clone();
-        let near = loom::thread::spawn(move || {
-            other
-                .schedule_after("near", Duration::ZERO, || "near")
-                .unwrap()
-        })
-        .join()
-        .unwrap();
+        let near =
+            loom::thread::spawn(move || other.schedule("near", Duration::ZERO, || "near").unwrap())
+                .join()
+                .unwrap();
         assert_eq!(near.wait(), Outcome::Completed("near"));
         assert_eq!(pool.shutdown_now(), vec!["far"]);
         assert_eq!(far.wait(), Outcome::Shutdown);

@@ -18,10 +18,10 @@ fn replace_vs_claim(fault: Option<&'static str>) {
         let clock = ManualClock::new();
         let pool = loom_tests::pool::<u32>(1, &clock, fault);
         let due = clock.now() + loom_tests::LATER;
-        let old = pool.schedule_at(7, due, || "old").unwrap();
+        let old = pool.schedule(7, due, || "old").unwrap();
         let mover = clock.clone();
         let timeout = loom::thread::spawn(move || mover.advance(loom_tests::LATER));
-        let new = pool.schedule_at(7, due, || "new").unwrap();
+        let new = pool.schedule(7, due, || "new").unwrap();
         let old_was_due = clock.now() >= due;
         let (old, new) = (old.wait(), new.wait());
         timeout.join().unwrap();

@@ -22,7 +22,7 @@ fn shutdown_vs_schedule(stop: Stop, fault: Option<&'static str>) {
         let clock = ManualClock::new();
         let pool = Arc::new(loom_tests::pool::<u32>(2, &clock, fault));
         let other = pool.clone();
-        let submitter = loom::thread::spawn(move || other.submit_after(Duration::ZERO, || 5).ok());
+        let submitter = loom::thread::spawn(move || other.submit(Duration::ZERO, || 5).ok());
         stop.apply(&pool);
         let Some(task) = submitter.join().unwrap() else {
             return;
@@ -50,7 +50,7 @@ fn shutdown_now_gives_every_accepted_task_one_outcome_and_stops_every_worker() {
 /// `shutdown` sets the mode without notifying: the leader waits on an empty
 /// heap forever and `shutdown` never finishes joining it.
 #[test]
-#[should_panic(expected = "deadlock: thread 0 (main) in src/pool/mod.rs")]
+#[should_panic(expected = "deadlock: thread 0 (main) in src/pool/crew.rs")]
 fn shutdown_without_notify_is_caught() {
     shutdown_vs_schedule(Stop::Graceful, Some("shutdown-no-notify"));
 }

@@ -1,8 +1,10 @@
-//! Configuration and start-up of a [`TimerPool`].
+//! Configuration of a [`TimerPool`](super::TimerPool): the builder and the
+//! validated [`Config`] the engine keeps.
 
 #[cfg(loom)]
 use super::fault::Fault;
-use super::TimerPool;
+use super::fault::Faults;
+use super::time::nanos;
 use crate::clock::{Clock, SystemClock};
 use crate::heap::MAX_LEN;
 use crate::sync::Arc;
@@ -18,7 +20,8 @@ pub const MAX_WORKERS: usize = 1024;
 /// The longest spin window [`Builder::spin_before_due`] accepts: one second.
 pub const MAX_SPIN: Duration = Duration::from_secs(1);
 
-/// Builds a [`TimerPool`]; made by [`TimerPool::builder`].
+/// Builds a [`TimerPool`](crate::TimerPool); made by
+/// [`TimerPool::builder`](crate::TimerPool::builder).
 ///
 /// # Examples
 ///
@@ -35,32 +38,16 @@ pub const MAX_SPIN: Duration = Duration::from_secs(1);
 pub struct Builder<K> {
     /// Worker threads; `None` means `num_cpus::get()`.
     workers: Option<usize>,
-    /// Most pending tasks.
-    capacity: usize,
-    /// Prefix of worker thread names.
-    thread_name: String,
-    /// The pool's time source.
-    clock: Arc<dyn Clock>,
-    /// Most tasks one leadership claims.
-    claim_batch: usize,
-    /// Keep a key's tasks from running at the same time.
-    exclusive_keys: bool,
-    /// Staleness tolerance.
+    /// Staleness tolerance, checked when the pool is built.
     expire_after: Option<Duration>,
-    /// How long before a due time the leader stops sleeping and yields.
-    spin_before_due: Duration,
-    /// Whether the leader wakes early by its measured wake-up latency.
-    adaptive_wake: bool,
-    /// Whether a task due when it arrives is claimed by its scheduling call.
-    claim_on_submit: bool,
-    /// The protocol step the loom models asked to break, if any.
-    #[cfg(loom)]
-    fault: Option<Fault>,
+    /// Everything else, as the pool will keep it.
+    config: Config,
     /// The key type.
     _key: PhantomData<fn(K)>,
 }
 
-/// A validated configuration.
+/// A pool's configuration, as its engine keeps it.
+#[derive(Debug, Clone)]
 pub(crate) struct Config {
     /// Worker threads.
     pub(crate) workers: usize,
@@ -80,26 +67,19 @@ pub(crate) struct Config {
     pub(crate) spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     pub(crate) adaptive_wake: bool,
-    /// Whether a task due when it arrives is claimed by its scheduling call.
+    /// Whether a task due when it arrives is claimed by its scheduling call
+    /// (never with exclusive keys).
     pub(crate) claim_on_submit: bool,
     /// The protocol step the loom models asked to break, if any.
-    #[cfg(loom)]
-    pub(crate) fault: Option<Fault>,
+    pub(crate) faults: Faults,
 }
 
 impl<K> fmt::Debug for Builder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("workers", &self.workers)
-            .field("capacity", &self.capacity)
-            .field("thread_name", &self.thread_name)
-            .field("clock", &self.clock)
-            .field("claim_batch", &self.claim_batch)
-            .field("exclusive_keys", &self.exclusive_keys)
             .field("expire_after", &self.expire_after)
-            .field("spin_before_due", &self.spin_before_due)
-            .field("adaptive_wake", &self.adaptive_wake)
-            .field("claim_on_submit", &self.claim_on_submit)
+            .field("config", &self.config)
             .finish()
     }
 }
@@ -108,17 +88,20 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     pub(crate) fn new() -> Self {
         Builder {
             workers: None,
-            capacity: MAX_LEN,
-            thread_name: "timerpool".to_string(),
-            clock: Arc::new(SystemClock),
-            claim_batch: 64,
-            exclusive_keys: false,
             expire_after: None,
-            spin_before_due: Duration::ZERO,
-            adaptive_wake: true,
-            claim_on_submit: true,
-            #[cfg(loom)]
-            fault: None,
+            config: Config {
+                workers: 0,
+                capacity: MAX_LEN,
+                thread_name: "timerpool".to_string(),
+                clock: Arc::new(SystemClock),
+                claim_batch: 64,
+                exclusive_keys: false,
+                expire_after: None,
+                spin_before_due: Duration::ZERO,
+                adaptive_wake: true,
+                claim_on_submit: true,
+                faults: Faults::default(),
+            },
             _key: PhantomData,
         }
     }
@@ -134,21 +117,21 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// beyond it is refused with [`Error::CapacityReached`]. Default:
     /// `u32::MAX`, the most the index can address.
     pub fn capacity(mut self, n: usize) -> Self {
-        self.capacity = n;
+        self.config.capacity = n;
         self
     }
 
     /// Prefix of the worker threads' names (`{prefix}-{i}`). Default:
     /// `"timerpool"`. A NUL byte in it makes [`build`](Self::build) fail.
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
-        self.thread_name = prefix.into();
+        self.config.thread_name = prefix.into();
         self
     }
 
     /// The pool's clock. Default: [`SystemClock`]. Pass a
     /// [`ManualClock`](crate::ManualClock) to drive time by hand in tests.
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
+        self.config.clock = Arc::new(clock);
         self
     }
 
@@ -156,7 +139,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// tasks can no longer be cancelled, so a bound keeps cancel meaningful
     /// during bursts. Default: 64. Zero makes [`build`](Self::build) fail.
     pub fn claim_batch(mut self, n: usize) -> Self {
-        self.claim_batch = n;
+        self.config.claim_batch = n;
         self
     }
 
@@ -174,12 +157,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// use timerpool::{Outcome, TimerPool};
     ///
     /// let pool = TimerPool::<u32>::builder().workers(1).build().unwrap();
-    /// let h = pool.schedule_at(7, Instant::now(), || 1).unwrap();
+    /// let h = pool.schedule(7, Instant::now(), || 1).unwrap();
     /// assert!(!pool.cancel(&7)); // claimed on submission
     /// assert_eq!(h.wait(), Outcome::Completed(1));
     /// ```
     pub fn claim_on_submit(mut self, on: bool) -> Self {
-        self.claim_on_submit = on;
+        self.config.claim_on_submit = on;
         self
     }
 
@@ -190,7 +173,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// once. Default: `false` (a key's next task may start while the previous
     /// one runs).
     pub fn exclusive_keys(mut self, on: bool) -> Self {
-        self.exclusive_keys = on;
+        self.config.exclusive_keys = on;
         self
     }
 
@@ -226,7 +209,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// pool.shutdown();
     /// ```
     pub fn spin_before_due(mut self, window: Duration) -> Self {
-        self.spin_before_due = window;
+        self.config.spin_before_due = window;
         self
     }
 
@@ -245,7 +228,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// system's wake-up latency; for a longer window, use
     /// [`spin_before_due`](Self::spin_before_due). Default: on.
     pub fn adaptive_wake(mut self, on: bool) -> Self {
-        self.adaptive_wake = on;
+        self.config.adaptive_wake = on;
         self
     }
 
@@ -259,20 +242,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn fault(mut self, name: &str) -> Self {
-        self.fault = Some(Fault::named(name));
+        self.config.faults = Faults::with(Fault::named(name));
         self
     }
 
-    /// Start the workers.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
-    /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
-    /// [`Error::ZeroClaimBatch`], [`Error::SpinTooLong`], [`Error::TimeOutOfRange`] for an
-    /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the operating
-    /// system refused a thread (the ones already started are stopped).
-    pub fn build(self) -> Result<TimerPool<K>, Error> {
+    /// Check the settings and resolve the defaults.
+    pub(crate) fn validate(self) -> Result<Config, Error> {
         let workers = self.workers.unwrap_or_else(num_cpus::get);
         if workers == 0 {
             return Err(Error::ZeroWorkers);
@@ -283,44 +258,37 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 max: MAX_WORKERS,
             });
         }
-        if self.capacity == 0 {
+        let c = &self.config;
+        if c.capacity == 0 {
             return Err(Error::ZeroCapacity);
         }
-        if self.capacity > MAX_LEN {
+        if c.capacity > MAX_LEN {
             return Err(Error::CapacityTooLarge {
-                requested: self.capacity,
+                requested: c.capacity,
                 max: MAX_LEN,
             });
         }
-        if self.claim_batch == 0 {
+        if c.claim_batch == 0 {
             return Err(Error::ZeroClaimBatch);
         }
-        if self.thread_name.contains('\0') {
+        if c.thread_name.contains('\0') {
             return Err(Error::InvalidThreadName);
         }
-        if self.spin_before_due > MAX_SPIN {
+        if c.spin_before_due > MAX_SPIN {
             return Err(Error::SpinTooLong {
-                requested: self.spin_before_due,
+                requested: c.spin_before_due,
                 max: MAX_SPIN,
             });
         }
         let expire_after = match self.expire_after {
-            Some(t) => Some(i64::try_from(t.as_nanos()).map_err(|_| Error::TimeOutOfRange)?),
+            Some(t) => Some(nanos(t).ok_or(Error::TimeOutOfRange)?),
             None => None,
         };
-        TimerPool::start(Config {
+        Ok(Config {
             workers,
-            capacity: self.capacity,
-            thread_name: self.thread_name,
-            clock: self.clock,
-            claim_batch: self.claim_batch,
-            exclusive_keys: self.exclusive_keys,
             expire_after,
-            spin_before_due: self.spin_before_due,
-            adaptive_wake: self.adaptive_wake,
-            claim_on_submit: self.claim_on_submit,
-            #[cfg(loom)]
-            fault: self.fault,
+            claim_on_submit: c.claim_on_submit && !c.exclusive_keys,
+            ..self.config
         })
     }
 }

@@ -1,17 +1,16 @@
-//! Deliberate protocol faults for the loom models, compiled only under
-//! `--cfg loom`.
+//! Deliberate protocol faults for the loom models.
 //!
 //! Each [`Fault`] replaces one step of the leader-follower protocol with a
 //! broken version of itself, the way one model in `loom-tests/` guards
-//! against, so that model can be shown to fail (`docs/loom.md`). A pool built
-//! without [`Builder::fault`](super::Builder::fault) runs the real protocol.
-//! Normal builds contain none of this.
-
-use super::outcome::Abandon;
-use super::{Shared, TaskKey};
-use std::hash::Hash;
+//! against, so that model can be shown to fail (`docs/loom.md`). The
+//! production code asks [`Faults::has`] in a one-line guard where a step can
+//! be broken; outside `--cfg loom` that is a constant `false`, so the guards
+//! compile away and a pool always runs the real protocol. Broken steps that
+//! need more than a guard live beside this list, in `broken.rs`.
 
 /// One way to break the protocol.
+// Only `Builder::fault` (under loom) builds a fault.
+#[cfg_attr(not(loom), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fault {
     /// `schedule` does not notify the leader when the earliest due time
@@ -70,6 +69,7 @@ pub(crate) enum Fault {
     ClaimNoCallLeader,
 }
 
+#[cfg_attr(not(loom), allow(dead_code))]
 impl Fault {
     /// Every fault with the name [`Builder::fault`](super::Builder::fault)
     /// takes.
@@ -115,31 +115,30 @@ impl Fault {
     }
 }
 
-impl<K> Shared<K> {
-    /// True when this pool was built with `fault`.
-    pub(crate) fn faulty(&self, fault: Fault) -> bool {
-        self.fault == Some(fault)
-    }
+/// The fault a pool was built with, if any: always none outside loom.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Faults {
+    /// The broken step.
+    #[cfg(loom)]
+    fault: Option<Fault>,
 }
 
-impl<K: Hash + Eq + Clone + Send + 'static> Shared<K> {
-    /// [`Fault::CancelCheckThenRemove`]: look up, unlock, remove, and report
-    /// the lookup. `seq` restricts it to one stamp, as `cancel_exact` does.
-    pub(crate) fn cancel_check_then_remove(&self, key: &TaskKey<K>, seq: Option<u64>) -> bool {
-        let pending = match self.state.lock().heap.get(key) {
-            Some((_, s)) => seq.map_or(true, |want| want == s),
-            None => false,
-        };
-        let removed = {
-            let mut st = self.state.lock();
-            match seq {
-                Some(s) => st.heap.remove_seq(key, s),
-                None => st.heap.remove(key),
-            }
-        };
-        if let Some(entry) = removed {
-            self.abandon(entry.value, Abandon::Cancelled);
+impl Faults {
+    /// A pool with `fault` broken.
+    #[cfg(loom)]
+    pub(crate) fn with(fault: Fault) -> Self {
+        Faults { fault: Some(fault) }
+    }
+
+    /// True when this pool was built with `fault`.
+    #[inline(always)]
+    pub(crate) fn has(&self, fault: Fault) -> bool {
+        #[cfg(loom)]
+        return self.fault == Some(fault);
+        #[cfg(not(loom))]
+        {
+            let _ = fault;
+            false
         }
-        pending
     }
 }

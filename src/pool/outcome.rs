@@ -1,10 +1,15 @@
-//! Per-task outcomes and the handles that wait for them.
+//! Per-task outcomes, their timing, and the slot a task delivers its
+//! outcome into.
+//!
+//! # Ground rules
+//!
+//! - An [`OutcomeSlot`] is set exactly once, by whoever holds the task when
+//!   it ends (a worker after the run, or the remover of a pending task);
+//!   ownership of the task makes a second delivery impossible.
+//! - The slot's own lock guards only the delivered value; no pool lock is
+//!   held while delivering.
 
-use super::task::RunCtx;
-use super::{Shared, TaskKey};
-use crate::sync::{Arc, Condvar, Mutex, Weak};
-use std::fmt;
-use std::hash::Hash;
+use crate::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How a task ended. Every task the pool accepted gets exactly one.
@@ -109,20 +114,20 @@ impl From<&Timing> for Stamps {
     }
 }
 
-impl Timing {
+impl Stamps {
     /// Stamps of a task that ran.
-    pub(crate) fn ran(ctx: &RunCtx, finished: Instant) -> Stamps {
+    pub(crate) fn ran(claimed: Instant, started: Instant, finished: Instant) -> Stamps {
         Stamps {
-            claimed: Some(ctx.claimed),
-            started: Some(ctx.started),
+            claimed: Some(claimed),
+            started: Some(started),
             finished: Some(finished),
         }
     }
 
     /// Stamps of a task claimed but not run.
-    pub(crate) fn claimed(ctx: &RunCtx) -> Stamps {
+    pub(crate) fn claimed(claimed: Instant) -> Stamps {
         Stamps {
-            claimed: Some(ctx.claimed),
+            claimed: Some(claimed),
             ..Stamps::default()
         }
     }
@@ -131,6 +136,17 @@ impl Timing {
     pub(crate) fn unclaimed() -> Stamps {
         Stamps::default()
     }
+}
+
+/// What one run did, for the pool's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ran {
+    /// Returned normally.
+    Completed,
+    /// Panicked.
+    Panicked,
+    /// Skipped: it could only start later than the staleness tolerance.
+    Expired,
 }
 
 /// The outcome and stamps, once there are some.
@@ -222,107 +238,17 @@ impl<T> OutcomeSlot<T> {
     }
 }
 
-/// A handle to one task: wait for its [`Outcome`] or cancel it.
-///
-/// The taking methods consume the handle, so an outcome is handed out once;
-/// the timed and non-blocking ones give the handle back while there is none.
-/// Dropping a handle does not cancel its task.
-pub struct TaskHandle<T, K> {
-    /// Where the outcome arrives.
-    slot: Arc<OutcomeSlot<T>>,
-    /// The pool, for cancel; gone once the pool is dropped.
-    pool: Weak<Shared<K>>,
-    /// The task's key in the pool's heap.
-    key: TaskKey<K>,
-    /// The heap stamp of this task, so a handle never cancels a replacement.
-    seq: u64,
-}
-
-impl<T, K> fmt::Debug for TaskHandle<T, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TaskHandle")
-            .field("seq", &self.seq)
-            .field("finished", &self.slot.is_set())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
-    pub(crate) fn new(
-        slot: Arc<OutcomeSlot<T>>,
-        pool: Weak<Shared<K>>,
-        key: TaskKey<K>,
-        seq: u64,
-    ) -> Self {
-        TaskHandle {
-            slot,
-            pool,
-            key,
-            seq,
-        }
-    }
-
-    /// Cancel the task if it is still pending. True iff it was: it will never
-    /// run and its outcome is [`Outcome::Cancelled`]. False once it has been
-    /// claimed, replaced, cancelled or shut down.
-    pub fn cancel(&self) -> bool {
-        match self.pool.upgrade() {
-            Some(pool) => pool.cancel_exact(&self.key, self.seq),
-            None => false,
-        }
-    }
-
-    /// The key the task was scheduled under; `None` for keyless submissions.
-    pub fn key(&self) -> Option<&K> {
-        match &self.key {
-            TaskKey::Keyed(k) => Some(k),
-            TaskKey::Anon(_) => None,
-        }
-    }
-
-    /// True once the task has an outcome.
-    pub fn is_finished(&self) -> bool {
-        self.slot.is_set()
-    }
-
-    /// When the task fell due, was claimed, started and finished; `None`
-    /// until it has an outcome.
-    pub fn timing(&self) -> Option<Timing> {
-        self.slot.timing()
-    }
-
-    /// Block until the task has an outcome and return it.
-    ///
-    /// Never blocks forever: every accepted task gets an outcome, at the
-    /// latest when the pool is shut down or dropped.
-    pub fn wait(self) -> Outcome<T> {
-        self.slot.wait()
-    }
-
-    /// Like [`wait`](Self::wait), also returning the task's [`Timing`].
-    pub fn wait_timed(self) -> (Outcome<T>, Timing) {
-        let outcome = self.slot.wait();
-        let timing = self.slot.timing().expect("delivered with the outcome");
-        (outcome, timing)
-    }
-
-    /// Wait at most `timeout` for the outcome; the handle comes back as the
-    /// error if there is none yet.
-    ///
-    /// # Errors
-    ///
-    /// The handle itself, when the timeout passed without an outcome.
-    pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome<T>, Self> {
-        let deadline = Instant::now().checked_add(timeout);
-        self.slot.wait_until(deadline).ok_or(self)
-    }
-
-    /// The outcome if there is one now; otherwise the handle comes back.
-    ///
-    /// # Errors
-    ///
-    /// The handle itself, when the task has no outcome yet.
-    pub fn try_outcome(self) -> Result<Outcome<T>, Self> {
-        self.slot.try_take().ok_or(self)
-    }
+/// When a claimed task fell due, was claimed and started, on the pool's clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunCtx {
+    /// Due time, nanoseconds since the pool's epoch.
+    pub(crate) due: i64,
+    /// The instant of `due`.
+    pub(crate) due_at: Instant,
+    /// When the task was claimed.
+    pub(crate) claimed: Instant,
+    /// When its worker started it.
+    pub(crate) started: Instant,
+    /// `started` in nanoseconds since the pool's epoch.
+    pub(crate) started_ns: i64,
 }

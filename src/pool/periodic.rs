@@ -3,20 +3,23 @@
 //!
 //! A periodic task is one heap entry under its key, like any task. When the
 //! leader claims it, it leaves a *stand-in* under the same key (due never), so
-//! that `cancel` and `schedule` on the key still find the task while it runs.
-//! After the run, the worker swaps the task back in for its stand-in at the
-//! next due time, under the pool lock, only if the stand-in is still there;
-//! whoever removed the stand-in (cancel, replace, shutdown) delivered the
-//! task's final outcome. So a run never overlaps the previous one, and
-//! exactly one final outcome is delivered.
+//! that `cancel` and `schedule` on the key still find the task while it runs
+//! (protocol step 10: `leader::claim_one` puts it there, `worker::settle`
+//! swaps the task back). After the run, the worker swaps the task back in for
+//! its stand-in at the next due time, under the pool lock, only if the
+//! stand-in is still there; whoever removed the stand-in (cancel, replace,
+//! shutdown) delivered the task's final outcome. So a run never overlaps the
+//! previous one, and exactly one final outcome is delivered.
+//!
+//! This file holds the policies, the task between runs ([`PeriodicJob`]) and
+//! what it shares with its stand-in and its handle ([`PeriodicCtl`]); it
+//! touches no pool state.
 
-use super::outcome::{Abandon, Outcome, OutcomeSlot, Timing};
-use super::task::{drop_quietly, panic_message, BoxJob, Job, Next, Ran, RunCtx};
-use super::{Shared, TaskKey};
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Weak};
+use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, Timing};
+use super::time::{nanos, Now, NEVER};
+use crate::contain::{drop_quietly, panic_message};
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
 use crate::Error;
-use std::fmt;
-use std::hash::Hash;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -38,8 +41,8 @@ pub enum MissedTicks {
 }
 
 /// What a periodic task does when one of its runs panics. Either way the
-/// panic is counted and its message kept ([`PeriodicHandle::panics`],
-/// [`PeriodicHandle::last_panic`]): never silent.
+/// panic is counted and its message kept ([`PeriodicHandle::panics`](crate::PeriodicHandle::panics),
+/// [`PeriodicHandle::last_panic`](crate::PeriodicHandle::last_panic)): never silent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnPanic {
     /// Stop; the handle's final outcome is [`Outcome::Panicked`]. The default,
@@ -66,7 +69,7 @@ pub enum OnPanic {
 pub struct Repeat {
     /// Fixed rate or fixed delay.
     kind: Kind,
-    /// Nanoseconds of the period or delay.
+    /// The period or delay.
     every: Duration,
     /// Missed-tick policy (fixed rate only).
     missed: MissedTicks,
@@ -122,7 +125,7 @@ impl Repeat {
         if self.every.is_zero() {
             return Err(Error::ZeroPeriod);
         }
-        i64::try_from(self.every.as_nanos()).map_err(|_| Error::TimeOutOfRange)
+        nanos(self.every).ok_or(Error::TimeOutOfRange)
     }
 }
 
@@ -146,10 +149,11 @@ pub(crate) struct PeriodicCtl {
 }
 
 impl PeriodicCtl {
+    /// The shared state of a task first due at `first`.
     pub(crate) fn new(first: Instant) -> Self {
         PeriodicCtl {
             slot: OutcomeSlot::new(first),
-            seq: AtomicU64::new(u64::MAX),
+            seq: AtomicU64::new(0),
             runs: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             missed: AtomicU64::new(0),
@@ -158,19 +162,67 @@ impl PeriodicCtl {
         }
     }
 
+    /// The stamp of the task's current entry (under the pool lock).
     pub(crate) fn seq(&self) -> u64 {
         self.seq.load(Ordering::Relaxed)
     }
 
+    /// Record the stamp of the task's current entry (under the pool lock).
     pub(crate) fn set_seq(&self, seq: u64) {
         self.seq.store(seq, Ordering::Relaxed);
     }
+
+    /// The final outcome's slot.
+    pub(crate) fn slot(&self) -> &OutcomeSlot<()> {
+        &self.slot
+    }
+
+    /// Runs that returned.
+    pub(crate) fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Relaxed)
+    }
+
+    /// Runs that panicked.
+    pub(crate) fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
+    }
+
+    /// Ticks that got no run.
+    pub(crate) fn missed(&self) -> u64 {
+        self.missed.load(Ordering::Relaxed)
+    }
+
+    /// The latest panic's message.
+    pub(crate) fn last_panic(&self) -> Option<String> {
+        self.last_panic.lock().clone()
+    }
+
+    /// The latest run's timing.
+    pub(crate) fn last_run(&self) -> Option<Timing> {
+        *self.last_run.lock()
+    }
+
+    /// Deliver `why` as the final outcome of a task removed while pending
+    /// (or, through its stand-in, while running).
+    pub(crate) fn abandon(&self, why: Abandon) {
+        self.slot.set(why.into(), Stamps::unclaimed());
+    }
 }
 
-/// A periodic task in the heap.
-pub(crate) struct PeriodicJob<F> {
+/// What a periodic task does after a run, or a run skipped as stale.
+pub(crate) enum After {
+    /// Run again at this due time, in place of the stand-in.
+    Again(i64),
+    /// Stop with this final outcome (a panic under [`OnPanic::Stop`]), if the
+    /// stand-in is still there.
+    Stop(Outcome<()>),
+}
+
+/// A periodic task between runs: its closure, its policies, and what it
+/// shares with its handle.
+pub(crate) struct PeriodicJob {
     /// The user's closure.
-    f: F,
+    f: Box<dyn FnMut() + Send>,
     /// Shared with the stand-in and the handle.
     ctl: Arc<PeriodicCtl>,
     /// How it repeats.
@@ -179,8 +231,14 @@ pub(crate) struct PeriodicJob<F> {
     every: i64,
 }
 
-impl<F> PeriodicJob<F> {
-    pub(crate) fn new(f: F, ctl: Arc<PeriodicCtl>, repeat: Repeat, every: i64) -> Self {
+impl PeriodicJob {
+    /// The task running `f` as `repeat` says, every `every` nanoseconds.
+    pub(crate) fn new(
+        f: Box<dyn FnMut() + Send>,
+        ctl: Arc<PeriodicCtl>,
+        repeat: Repeat,
+        every: i64,
+    ) -> Self {
         PeriodicJob {
             f,
             ctl,
@@ -189,9 +247,61 @@ impl<F> PeriodicJob<F> {
         }
     }
 
-    /// The next due time after the run for `due` ended at `now`, and how
-    /// many ticks got no run.
-    fn next_due(&self, due: i64, now: i64) -> (i64, u64) {
+    /// The state shared with the stand-in and the handle.
+    pub(crate) fn ctl(&self) -> &Arc<PeriodicCtl> {
+        &self.ctl
+    }
+
+    /// Run once on a worker, catching a panic; `finish` reads the pool's
+    /// clock when the run returns.
+    pub(crate) fn run(&mut self, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> (Ran, After) {
+        let result = catch_unwind(AssertUnwindSafe(&mut self.f));
+        let end = finish();
+        *self.ctl.last_run.lock() = Some(Timing {
+            due: ctx.due_at,
+            claimed: Some(ctx.claimed),
+            started: Some(ctx.started),
+            finished: Some(end.at),
+        });
+        let next = self.next_due(ctx.due, end.ns);
+        let Err(payload) = result else {
+            self.ctl.runs.fetch_add(1, Ordering::Relaxed);
+            return (Ran::Completed, After::Again(next));
+        };
+        let msg = panic_message(payload);
+        self.ctl.panics.fetch_add(1, Ordering::Relaxed);
+        *self.ctl.last_panic.lock() = Some(msg.clone());
+        match self.repeat.on_panic {
+            OnPanic::Stop => (Ran::Panicked, After::Stop(Outcome::Panicked(msg))),
+            OnPanic::Continue => (Ran::Panicked, After::Again(next)),
+        }
+    }
+
+    /// Skip this run as stale: the tick counts as missed.
+    pub(crate) fn expire(&mut self, ctx: &RunCtx) -> After {
+        self.ctl.missed.fetch_add(1, Ordering::Relaxed);
+        After::Again(self.next_due(ctx.due, ctx.started_ns))
+    }
+
+    /// Drop the task unrun with `why` as its final outcome.
+    pub(crate) fn abandon(self, why: Abandon) {
+        let PeriodicJob { f, ctl, .. } = self;
+        drop_quietly(f);
+        ctl.abandon(why);
+    }
+
+    /// End the task by itself with `outcome` (its stand-in was removed by
+    /// the worker that ran it).
+    pub(crate) fn finish(self, outcome: Outcome<()>) {
+        let PeriodicJob { f, ctl, .. } = self;
+        drop_quietly(f);
+        let stamps = ctl.last_run().map(|t| Stamps::from(&t));
+        ctl.slot.set(outcome, stamps.unwrap_or_default());
+    }
+
+    /// The next due time after the run for `due` ended at `now`, counting the
+    /// ticks that get no run.
+    fn next_due(&self, due: i64, now: i64) -> i64 {
         let p = self.every;
         let (next, missed) = match self.repeat.kind {
             Kind::FixedDelay => (now.saturating_add(p), 0),
@@ -213,233 +323,8 @@ impl<F> PeriodicJob<F> {
                 }
             }
         };
-        // i64::MAX is the stand-ins' "never"; a real entry stays below it.
-        (next.min(i64::MAX - 1), missed)
-    }
-}
-
-/// The stand-in a periodic task leaves under its key while it runs.
-struct StandIn {
-    /// The task's shared state.
-    ctl: Arc<PeriodicCtl>,
-}
-
-impl<K> Job<K> for StandIn {
-    fn run(self: Box<Self>, _: &RunCtx, _: &dyn Fn() -> (Instant, i64)) -> (Ran, Next<K>) {
-        unreachable!("a stand-in is due never and is never claimed")
-    }
-
-    fn expire(self: Box<Self>, _: &RunCtx) -> Next<K> {
-        unreachable!("a stand-in is due never and is never claimed")
-    }
-
-    fn abandon(self: Box<Self>, why: Abandon) {
-        self.ctl.slot.set(why.into(), Timing::unclaimed());
-    }
-
-    fn is_stand_in(&self) -> bool {
-        true
-    }
-
-    fn is_periodic(&self) -> bool {
-        true
-    }
-
-    fn set_seq(&self, seq: u64) {
-        self.ctl.set_seq(seq);
-    }
-}
-
-impl<K, F> Job<K> for PeriodicJob<F>
-where
-    F: FnMut() + Send + 'static,
-{
-    fn run(
-        mut self: Box<Self>,
-        ctx: &RunCtx,
-        finished: &dyn Fn() -> (Instant, i64),
-    ) -> (Ran, Next<K>) {
-        let result = catch_unwind(AssertUnwindSafe(&mut self.f));
-        let (end, end_ns) = finished();
-        *self.ctl.last_run.lock() = Some(Timing {
-            due: ctx.due_at,
-            claimed: Some(ctx.claimed),
-            started: Some(ctx.started),
-            finished: Some(end),
-        });
-        let (next, missed) = self.next_due(ctx.due, end_ns);
         self.ctl.missed.fetch_add(missed, Ordering::Relaxed);
-        match result {
-            Ok(()) => {
-                self.ctl.runs.fetch_add(1, Ordering::Relaxed);
-                (
-                    Ran::Completed,
-                    Next::Again {
-                        due: next,
-                        job: self,
-                    },
-                )
-            }
-            Err(payload) => {
-                let msg = panic_message(payload);
-                self.ctl.panics.fetch_add(1, Ordering::Relaxed);
-                *self.ctl.last_panic.lock() = Some(msg.clone());
-                match self.repeat.on_panic {
-                    OnPanic::Stop => (
-                        Ran::Panicked,
-                        Next::Stop {
-                            job: self,
-                            outcome: Outcome::Panicked(msg),
-                        },
-                    ),
-                    OnPanic::Continue => (
-                        Ran::Panicked,
-                        Next::Again {
-                            due: next,
-                            job: self,
-                        },
-                    ),
-                }
-            }
-        }
-    }
-
-    fn expire(self: Box<Self>, ctx: &RunCtx) -> Next<K> {
-        let (next, missed) = self.next_due(ctx.due, ctx.started_ns);
-        self.ctl.missed.fetch_add(missed + 1, Ordering::Relaxed);
-        Next::Again {
-            due: next,
-            job: self,
-        }
-    }
-
-    fn abandon(self: Box<Self>, why: Abandon) {
-        let PeriodicJob { f, ctl, .. } = *self;
-        drop_quietly(f);
-        ctl.slot.set(why.into(), Timing::unclaimed());
-    }
-
-    fn stand_in(&self) -> Option<BoxJob<K>> {
-        Some(Box::new(StandIn {
-            ctl: self.ctl.clone(),
-        }))
-    }
-
-    fn is_periodic(&self) -> bool {
-        true
-    }
-
-    fn finish(self: Box<Self>, outcome: Outcome<()>) {
-        let PeriodicJob { f, ctl, .. } = *self;
-        drop_quietly(f);
-        let timing = ctl
-            .last_run
-            .lock()
-            .map(|t| super::outcome::Stamps::from(&t));
-        ctl.slot.set(outcome, timing.unwrap_or_default());
-    }
-
-    fn set_seq(&self, seq: u64) {
-        self.ctl.set_seq(seq);
-    }
-
-    fn seq(&self) -> u64 {
-        self.ctl.seq()
-    }
-}
-
-/// A handle to a periodic task: its run counters, its final outcome, cancel.
-///
-/// The final outcome arrives when the task stops: [`Outcome::Cancelled`]
-/// (by key or handle), [`Outcome::Replaced`] (its key was scheduled again),
-/// [`Outcome::Panicked`] (a run panicked under [`OnPanic::Stop`]) or
-/// [`Outcome::Shutdown`] (any shutdown stops periodic tasks).
-pub struct PeriodicHandle<K> {
-    /// Shared with the task.
-    ctl: Arc<PeriodicCtl>,
-    /// The pool, for cancel.
-    pool: Weak<Shared<K>>,
-    /// The task's key in the heap.
-    key: TaskKey<K>,
-}
-
-impl<K> fmt::Debug for PeriodicHandle<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PeriodicHandle")
-            .field("runs", &self.ctl.runs.load(Ordering::Relaxed))
-            .field("panics", &self.ctl.panics.load(Ordering::Relaxed))
-            .field("finished", &self.ctl.slot.is_set())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
-    pub(crate) fn new(ctl: Arc<PeriodicCtl>, pool: Weak<Shared<K>>, key: TaskKey<K>) -> Self {
-        PeriodicHandle { ctl, pool, key }
-    }
-
-    /// Stop future runs. True iff the task was still live (pending or
-    /// running); the final outcome is then [`Outcome::Cancelled`]. A run the
-    /// leader already claimed (about to start, or running) still happens, and
-    /// none follows it.
-    pub fn cancel(&self) -> bool {
-        match self.pool.upgrade() {
-            Some(pool) => pool.cancel_periodic(&self.key, &self.ctl),
-            None => false,
-        }
-    }
-
-    /// The key; `None` for keyless periodic tasks.
-    pub fn key(&self) -> Option<&K> {
-        match &self.key {
-            TaskKey::Keyed(k) => Some(k),
-            TaskKey::Anon(_) => None,
-        }
-    }
-
-    /// Runs that returned normally so far.
-    pub fn runs(&self) -> u64 {
-        self.ctl.runs.load(Ordering::Relaxed)
-    }
-
-    /// Runs that panicked so far.
-    pub fn panics(&self) -> u64 {
-        self.ctl.panics.load(Ordering::Relaxed)
-    }
-
-    /// Ticks that got no run: dropped by [`MissedTicks::Skip`], shifted away
-    /// by [`MissedTicks::Delay`], or skipped as stale.
-    pub fn missed(&self) -> u64 {
-        self.ctl.missed.load(Ordering::Relaxed)
-    }
-
-    /// The message of the latest panic, if any run panicked.
-    pub fn last_panic(&self) -> Option<String> {
-        self.ctl.last_panic.lock().clone()
-    }
-
-    /// Timing of the latest run.
-    pub fn last_run(&self) -> Option<Timing> {
-        *self.ctl.last_run.lock()
-    }
-
-    /// True once the task has stopped.
-    pub fn is_finished(&self) -> bool {
-        self.ctl.slot.is_set()
-    }
-
-    /// Block until the task stops; its final outcome.
-    pub fn wait(self) -> Outcome<()> {
-        self.ctl.slot.wait()
-    }
-
-    /// Wait at most `timeout` for the task to stop.
-    ///
-    /// # Errors
-    ///
-    /// The handle itself, when the task is still live after `timeout`.
-    pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome<()>, Self> {
-        let deadline = Instant::now().checked_add(timeout);
-        self.ctl.slot.wait_until(deadline).ok_or(self)
+        // `NEVER` is the stand-ins' "never"; a real entry stays below it.
+        next.min(NEVER - 1)
     }
 }

@@ -1,8 +1,7 @@
 //! Counters and the lateness histogram that [`TimerPool::stats`](crate::TimerPool::stats)
 //! reads.
 
-use super::outcome::Abandon;
-use super::task::Ran;
+use super::outcome::{Abandon, Ran};
 use crate::sync::{AtomicU64, Mutex, Ordering::Relaxed};
 use hdrhistogram::Histogram;
 use std::time::Duration;
@@ -147,8 +146,9 @@ impl Counters {
         self.intake.scheduled.fetch_add(n, Relaxed);
     }
 
-    pub(crate) fn refused(&self) {
-        self.intake.refused.fetch_add(1, Relaxed);
+    /// `n` tasks were refused.
+    pub(crate) fn refused(&self, n: u64) {
+        self.intake.refused.fetch_add(n, Relaxed);
     }
 
     /// A task or periodic task left the pool unrun (or stopped) for `why`.

@@ -1,96 +1,95 @@
-//! Type-erased tasks: what the heap and the hand-off channel carry.
+//! The task record: what a heap entry can be, and what a worker runs.
+//!
+//! A heap entry's value is a [`Task`]: a one-shot task, a periodic task
+//! between runs, or the stand-in a running periodic task leaves under its
+//! key. The heap's stamp of the entry is the task's one stamp: handles and a
+//! periodic task's shared state record it after the insert, under the pool
+//! lock. Running, expiring or abandoning a task consumes it, so it delivers
+//! exactly one outcome.
 
-use super::outcome::{Abandon, Outcome, OutcomeSlot, Timing};
+use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps};
+use super::periodic::{PeriodicCtl, PeriodicJob};
+use super::time::Now;
+use crate::contain::{drop_quietly, forget_payload, panic_message};
+use crate::heap::Entry;
 use crate::sync::Arc;
-use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-/// A boxed [`Job`].
-pub(crate) type BoxJob<K> = Box<dyn Job<K>>;
-
-/// When a claimed task fell due, was claimed and started, on the pool's clock.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RunCtx {
-    /// Due time, nanoseconds since the pool's epoch.
-    pub(crate) due: i64,
-    /// The instant of `due`.
-    pub(crate) due_at: Instant,
-    /// When the leader claimed it.
-    pub(crate) claimed: Instant,
-    /// When its worker started it.
-    pub(crate) started: Instant,
-    /// `started` in nanoseconds since the pool's epoch.
-    pub(crate) started_ns: i64,
+/// A task's identity in the heap: the caller's key, or a sequence number for
+/// keyless submissions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum TaskKey<K> {
+    /// Scheduled under a caller's key.
+    Keyed(K),
+    /// Submitted without a key.
+    Anon(u64),
 }
 
-/// What a worker does after a run.
-pub(crate) enum Next<K> {
-    /// The task is finished and has delivered its outcome.
-    Done,
-    /// A periodic task wants to run again at `due` (nanoseconds since epoch),
-    /// in place of the stand-in it left in the heap.
-    Again {
-        /// Next due time.
-        due: i64,
-        /// The task itself.
-        job: BoxJob<K>,
-    },
-    /// A periodic task stops with this outcome, if its stand-in is still in
-    /// the heap (otherwise whoever removed the stand-in delivered one).
-    Stop {
-        /// The task itself.
-        job: BoxJob<K>,
-        /// Its final outcome.
-        outcome: Outcome<()>,
-    },
-}
-
-/// What one run did, for the pool's counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ran {
-    /// Returned normally.
-    Completed,
-    /// Panicked.
-    Panicked,
-    /// Skipped: it could only start later than the staleness tolerance.
-    Expired,
-}
-
-/// A task as the pool sees it. Running, expiring or abandoning consumes it.
-pub(crate) trait Job<K>: Send {
-    /// Run the task on a worker, catching its panic.
-    fn run(self: Box<Self>, ctx: &RunCtx, finished: &dyn Fn() -> (Instant, i64)) -> (Ran, Next<K>);
-    /// Skip this run because it is stale.
-    fn expire(self: Box<Self>, ctx: &RunCtx) -> Next<K>;
-    /// Drop the task unrun and deliver `why` as its (final) outcome.
-    fn abandon(self: Box<Self>, why: Abandon);
-    /// A periodic task's stand-in, left in the heap under its key while it
-    /// runs so that cancel and replace still find it.
-    fn stand_in(&self) -> Option<BoxJob<K>> {
-        None
+impl<K> TaskKey<K> {
+    /// The caller's key, if any.
+    pub(crate) fn keyed(&self) -> Option<&K> {
+        match self {
+            TaskKey::Keyed(k) => Some(k),
+            TaskKey::Anon(_) => None,
+        }
     }
-    /// True for a stand-in (never claimed, never run).
-    fn is_stand_in(&self) -> bool {
-        false
-    }
+}
+
+/// An entry of the pool's heap.
+pub(crate) type PoolEntry<K> = Entry<TaskKey<K>, Task>;
+
+/// What a heap entry holds.
+pub(crate) enum Task {
+    /// A one-shot task, with or without a handle.
+    Once(Box<dyn OnceJob>),
+    /// A periodic task waiting for its next run.
+    Periodic(Box<PeriodicJob>),
+    /// Left under a running periodic task's key (due never), so that cancel,
+    /// replace and shutdown still find the task; it delivers the task's
+    /// final outcome if it is removed.
+    StandIn(Arc<PeriodicCtl>),
+}
+
+impl Task {
     /// True for periodic tasks and their stand-ins.
-    fn is_periodic(&self) -> bool {
-        false
+    pub(crate) fn is_periodic(&self) -> bool {
+        !matches!(self, Task::Once(_))
     }
-    /// Deliver a final outcome (periodic tasks stopping by themselves).
-    fn finish(self: Box<Self>, outcome: Outcome<()>) {
-        drop_quietly(self);
-        let _ = outcome;
+
+    /// True for a stand-in.
+    pub(crate) fn is_stand_in(&self) -> bool {
+        matches!(self, Task::StandIn(_))
     }
-    /// Record the heap stamp of the task's current entry (periodic tasks).
-    fn set_seq(&self, seq: u64) {
-        let _ = seq;
+
+    /// Drop the task unrun and deliver `why` as its (final) outcome.
+    pub(crate) fn abandon(self, why: Abandon) {
+        match self {
+            Task::Once(job) => job.abandon(why),
+            Task::Periodic(job) => job.abandon(why),
+            Task::StandIn(ctl) => ctl.abandon(why),
+        }
     }
-    /// The heap stamp of the entry this task expects to find (periodic tasks).
-    fn seq(&self) -> u64 {
-        u64::MAX
-    }
+}
+
+/// A claimed task, ready to run: a stand-in is never claimed.
+pub(crate) enum Runnable {
+    /// A one-shot task.
+    Once(Box<dyn OnceJob>),
+    /// One run of a periodic task.
+    Periodic(Box<PeriodicJob>),
+}
+
+/// A one-shot task as the pool sees it; each method consumes it and
+/// delivers its outcome.
+pub(crate) trait OnceJob: Send {
+    /// Run on a worker, catching a panic; `finish` reads the pool's clock
+    /// once the run returned.
+    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> Ran;
+    /// Skip the run because it is stale.
+    fn expire(self: Box<Self>, claimed: Instant);
+    /// Drop the task unrun and deliver `why`.
+    fn abandon(self: Box<Self>, why: Abandon);
 }
 
 /// A one-shot task and where its outcome goes.
@@ -102,17 +101,18 @@ pub(crate) struct OneShot<F, T> {
 }
 
 impl<F, T> OneShot<F, T> {
+    /// A task running `f` and delivering into `slot`.
     pub(crate) fn new(f: F, slot: Arc<OutcomeSlot<T>>) -> Self {
         OneShot { f, slot }
     }
 }
 
-impl<K, F, T> Job<K> for OneShot<F, T>
+impl<F, T> OnceJob for OneShot<F, T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>, ctx: &RunCtx, finished: &dyn Fn() -> (Instant, i64)) -> (Ran, Next<K>) {
+    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> Ran {
         let OneShot { f, slot } = *self;
         let result = catch_unwind(AssertUnwindSafe(f));
         if Arc::strong_count(&slot) == 1 {
@@ -121,11 +121,11 @@ where
             return match result {
                 Ok(v) => {
                     drop_quietly(v);
-                    (Ran::Completed, Next::Done)
+                    Ran::Completed
                 }
                 Err(payload) => {
                     forget_payload(payload);
-                    (Ran::Panicked, Next::Done)
+                    Ran::Panicked
                 }
             };
         }
@@ -133,25 +133,24 @@ where
             Ok(v) => (Ran::Completed, Outcome::Completed(v)),
             Err(payload) => (Ran::Panicked, Outcome::Panicked(panic_message(payload))),
         };
-        slot.set(outcome, Timing::ran(ctx, finished().0));
+        slot.set(outcome, Stamps::ran(ctx.claimed, ctx.started, finish().at));
         // If the handle is gone, this drops the value the task returned:
         // its `Drop` is user code and must not take the worker down.
         drop_quietly(slot);
-        (ran, Next::Done)
+        ran
     }
 
-    fn expire(self: Box<Self>, ctx: &RunCtx) -> Next<K> {
+    fn expire(self: Box<Self>, claimed: Instant) {
         let OneShot { f, slot } = *self;
         drop_quietly(f);
-        slot.set(Outcome::Expired, Timing::claimed(ctx));
+        slot.set(Outcome::Expired, Stamps::claimed(claimed));
         drop_quietly(slot);
-        Next::Done
     }
 
     fn abandon(self: Box<Self>, why: Abandon) {
         let OneShot { f, slot } = *self;
         drop_quietly(f);
-        slot.set(why.into(), Timing::unclaimed());
+        slot.set(why.into(), Stamps::unclaimed());
         drop_quietly(slot);
     }
 }
@@ -160,60 +159,31 @@ where
 pub(crate) struct Detached<F>(F);
 
 impl<F> Detached<F> {
+    /// A task running `f`.
     pub(crate) fn new(f: F) -> Self {
         Detached(f)
     }
 }
 
-impl<K, F> Job<K> for Detached<F>
+impl<F> OnceJob for Detached<F>
 where
     F: FnOnce() + Send + 'static,
 {
-    fn run(self: Box<Self>, _: &RunCtx, _: &dyn Fn() -> (Instant, i64)) -> (Ran, Next<K>) {
+    fn run(self: Box<Self>, _: &RunCtx, _: &dyn Fn() -> Now) -> Ran {
         match catch_unwind(AssertUnwindSafe(self.0)) {
-            Ok(()) => (Ran::Completed, Next::Done),
+            Ok(()) => Ran::Completed,
             Err(payload) => {
                 forget_payload(payload);
-                (Ran::Panicked, Next::Done)
+                Ran::Panicked
             }
         }
     }
 
-    fn expire(self: Box<Self>, _: &RunCtx) -> Next<K> {
+    fn expire(self: Box<Self>, _: Instant) {
         drop_quietly(self.0);
-        Next::Done
     }
 
     fn abandon(self: Box<Self>, _: Abandon) {
         drop_quietly(self.0);
-    }
-}
-
-/// Drop `value`, containing a panic from its `Drop` so that the pool's
-/// callers and workers never see it.
-pub(crate) fn drop_quietly<V>(value: V) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        forget_payload(payload);
-    }
-}
-
-/// The message of a panic payload; the payload is disposed of safely.
-pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    let msg = if let Some(s) = payload.downcast_ref::<&'static str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<non-string panic payload>".to_string()
-    };
-    forget_payload(payload);
-    msg
-}
-
-/// Drop a panic payload; if its own `Drop` panics, leak that second payload
-/// rather than unwind out of a worker.
-fn forget_payload(payload: Box<dyn Any + Send>) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
     }
 }

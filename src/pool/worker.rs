@@ -1,57 +1,52 @@
 //! Worker threads: block on the hand-off channel and serve what arrives.
 //!
-//! A worker that is not leading never looks at a clock: it blocks in `recv`
-//! and runs each task it receives outside every pool lock. Receiving the
-//! [`Lead`](super::leader::Lead) token makes it the leader until it passes the
-//! token on. See `docs/protocol.md`.
+//! # Ground rules
+//!
+//! - A worker that is not leading never looks at a clock to decide
+//!   anything: it blocks in `recv` and runs each task it receives outside
+//!   every pool lock. Receiving the [`Lead`](super::handoff::Lead) token
+//!   makes it the leader until it passes the token on (`leader.rs`).
+//! - After a run it takes the lock only when the run leaves something to
+//!   settle: a periodic task to put back (step 10) or an exclusive key to
+//!   release (step 11). See `docs/protocol.md`.
 
-#[cfg(loom)]
 use super::fault::Fault;
-use super::leader::{self, Lead};
-use super::task::{drop_quietly, BoxJob, Next, Ran, RunCtx};
-use super::{Shared, TaskKey};
-use std::hash::Hash;
-use std::time::Instant;
+use super::handoff::{Claimed, Msg};
+use super::leader;
+use super::outcome::{Outcome, Ran, RunCtx};
+use super::periodic::{After, PeriodicJob};
+use super::shared::{Key, Shared, State};
+use super::task::{PoolEntry, Runnable, Task, TaskKey};
+use crate::contain::drop_quietly;
+use crate::heap::Inserted;
 
-/// A task the leader claimed, with what the worker needs to run it.
-pub(crate) struct Claimed<K> {
-    /// The task.
-    pub(crate) job: BoxJob<K>,
-    /// Its key (for periodic re-insertion and exclusive keys).
-    pub(crate) key: TaskKey<K>,
-    /// Its due time, nanoseconds since the pool's epoch.
-    pub(crate) due: i64,
-    /// When the leader claimed it.
-    pub(crate) claimed: Instant,
+/// What a run leaves to settle under the lock.
+enum Finished {
+    /// Nothing: a one-shot task delivered its outcome.
+    Done,
+    /// A periodic task to put back at this due time.
+    Again(i64, Box<PeriodicJob>),
+    /// A periodic task that stops by itself with this outcome.
+    Stop(Box<PeriodicJob>, Outcome<()>),
 }
 
-/// What travels through the hand-off channel.
-pub(crate) enum Msg<K> {
-    /// Claimed tasks, in due order: run each and deliver its outcome.
-    Run(Vec<Claimed<K>>),
-    /// One task claimed by the call that scheduled it.
-    One(Claimed<K>),
-    /// The leadership token: exactly one exists while the pool runs.
-    Lead(Lead),
-    /// Stop: pass it on to the next worker, then exit.
-    Exit,
-    /// Buffers the heap gave up, to free outside every lock. Sent last in a
-    /// hand-off, so the worker that receives it has nothing else to do.
-    Free(Box<dyn std::any::Any + Send>),
+/// What settling leaves to do once the lock is released.
+enum Leftover<K> {
+    /// Nothing.
+    Nothing,
+    /// A periodic task whose stand-in was removed: whoever removed it
+    /// delivered the outcome, so it is only dropped.
+    Drop(Box<PeriodicJob>),
+    /// A periodic task stopping by itself, with its removed stand-in entry.
+    Finish(Box<PeriodicJob>, Outcome<()>, PoolEntry<K>),
 }
 
-/// A worker's whole life; `index` picks its lateness histogram.
-pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usize) {
+/// A worker's whole life; `index` picks its counters.
+pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
     loop {
         match shared.rx.recv() {
-            Ok(Msg::One(c)) => {
-                execute(shared, index, c);
-            }
-            Ok(Msg::Run(claimed)) => {
-                for c in claimed {
-                    execute(shared, index, c);
-                }
-            }
+            Ok(Msg::One(c)) => execute(shared, index, c),
+            Ok(Msg::Run(part)) => part.into_iter().for_each(|c| execute(shared, index, c)),
             Ok(Msg::Free(buffers)) => drop(buffers),
             // After sending the exit pill the former leader keeps serving:
             // tasks claimed on arrival may be queued ahead of the pill, and
@@ -59,7 +54,7 @@ pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, in
             Ok(Msg::Lead(token)) => leader::lead(shared, token),
             Ok(Msg::Exit) | Err(_) => {
                 // Every worker passes the pill on, so one Exit stops them all;
-                // the Runs queued before it are served first (FIFO).
+                // the runs queued before it are served first (FIFO).
                 let _ = shared.tx.send(Msg::Exit);
                 return;
             }
@@ -67,89 +62,128 @@ pub(crate) fn work<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, in
     }
 }
 
-/// Run (or expire) one claimed task outside every lock, then put a periodic
-/// task back and release an exclusive key under the lock.
-fn execute<K: Hash + Eq + Clone + Send + 'static>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
-    let (started, started_ns) = shared.now_pair();
-    let ctx = RunCtx {
-        due: c.due,
-        due_at: shared.instant_of(c.due).unwrap_or(started),
-        claimed: c.claimed,
-        started,
-        started_ns,
-    };
-    let late = started_ns.saturating_sub(c.due);
-    let stale = matches!(shared.expire_after, Some(tolerance) if late > tolerance);
-    let (ran, next) = if stale {
-        (Ran::Expired, c.job.expire(&ctx))
-    } else {
-        c.job.run(&ctx, &|| shared.now_pair())
-    };
-    let periodic = !matches!(next, Next::Done);
-    let late = (!stale).then_some(late);
-    shared.counters.ran(index, late, ran, periodic);
-    let exclusive = shared.exclusive && matches!(c.key, TaskKey::Keyed(_));
-    if matches!(next, Next::Done) && !exclusive {
+/// Run one claimed task, then settle what the run left.
+fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
+    let finished = run_claimed(shared, index, c.task, c.due, c.claimed);
+    let exclusive = shared.config.exclusive_keys && matches!(c.key, TaskKey::Keyed(_));
+    if matches!(finished, Finished::Done) && !exclusive {
         return;
     }
+    settle(shared, index, c.key, finished, exclusive);
+}
 
-    let mut to_drop: Option<BoxJob<K>> = None;
-    let mut to_finish = None;
-    {
-        let mut st = shared.state.lock();
+/// Run (or, past the staleness tolerance, expire) a claimed task outside
+/// every lock, and count the run.
+fn run_claimed<K>(
+    shared: &Shared<K>,
+    index: usize,
+    task: Runnable,
+    due: i64,
+    claimed: std::time::Instant,
+) -> Finished {
+    let started = shared.time.now();
+    let ctx = RunCtx {
+        due,
+        due_at: shared.time.instant_of(due),
+        claimed,
+        started: started.at,
+        started_ns: started.ns,
+    };
+    let late = started.ns.saturating_sub(due);
+    let stale = shared.config.expire_after.is_some_and(|t| late > t);
+    let finish = || shared.time.now();
+    let (ran, finished) = match task {
+        Runnable::Once(job) if stale => {
+            job.expire(claimed);
+            (Ran::Expired, Finished::Done)
+        }
+        Runnable::Once(job) => (job.run(&ctx, &finish), Finished::Done),
+        Runnable::Periodic(mut job) => {
+            let (ran, after) = if stale {
+                (Ran::Expired, job.expire(&ctx))
+            } else {
+                job.run(&ctx, &finish)
+            };
+            let finished = match after {
+                After::Again(next) => Finished::Again(next, job),
+                After::Stop(outcome) => Finished::Stop(job, outcome),
+            };
+            (ran, finished)
+        }
+    };
+    let periodic = !matches!(finished, Finished::Done);
+    shared
+        .counters
+        .ran(index, (!stale).then_some(late), ran, periodic);
+    finished
+}
+
+/// Steps 10 and 11, under the lock: put a periodic task back (or stop it),
+/// release an exclusive key, and notify the leader if either moved the head
+/// or emptied a draining pool.
+fn settle<K: Key>(
+    shared: &Shared<K>,
+    index: usize,
+    key: TaskKey<K>,
+    finished: Finished,
+    exclusive: bool,
+) {
+    let leftover = {
+        let mut guard = shared.state.lock();
+        let st = &mut *guard;
         let head = st.heap.peek_due();
-        match next {
-            Next::Done => {}
-            Next::Again { due, job } => {
-                // Put the task back only in place of its own stand-in; if the
-                // stand-in is gone, whoever removed it delivered the outcome.
-                let stand_in = st.heap.get(&c.key).map(|(_, seq)| seq);
-                #[cfg(loom)]
-                let stand_in = if shared.faulty(Fault::ReinsertWithoutStandInCheck) {
-                    Some(job.seq())
-                } else {
-                    stand_in
-                };
-                if stand_in == Some(job.seq()) {
-                    job.set_seq(st.heap.next_seq());
-                    let _ = st.heap.insert(c.key.clone(), due, job);
-                } else {
-                    to_drop = Some(job);
-                }
-            }
-            Next::Stop { job, outcome } => {
-                if st.heap.remove_seq(&c.key, job.seq()).is_some() {
-                    to_finish = Some((job, outcome));
-                } else {
-                    to_drop = Some(job);
-                }
-            }
-        }
-        #[cfg(loom)]
-        let head = if shared.faulty(Fault::ReinsertNoNotify) {
-            st.heap.peek_due()
-        } else {
-            head
-        };
+        let leftover = put_back(shared, st, &key, finished);
+        let put_back_moved = st.heap.peek_due() != head;
+        let head = st.heap.peek_due();
         if exclusive {
-            st.release_key(&c.key);
+            st.exclusive.release(&key, &mut st.heap);
         }
-        shared.notify_if_drained(&st);
-        #[cfg(loom)]
-        let head = if shared.faulty(Fault::ExclusiveReleaseNoNotify) {
-            st.heap.peek_due()
-        } else {
-            head
-        };
-        if st.heap.peek_due() != head {
+        let release_moved = st.heap.peek_due() != head;
+        shared.notify_if_drained(st);
+        if (put_back_moved && !shared.faults.has(Fault::ReinsertNoNotify))
+            || (release_moved && !shared.faults.has(Fault::ExclusiveReleaseNoNotify))
+        {
             shared.leader_cv.notify_one();
         }
+        leftover
+    };
+    match leftover {
+        Leftover::Nothing => {}
+        Leftover::Drop(job) => drop_quietly(job),
+        Leftover::Finish(job, outcome, stand_in) => {
+            drop_quietly(stand_in);
+            shared.counters.stopped_by_panic(index);
+            job.finish(outcome);
+        }
     }
-    if let Some(job) = to_drop {
-        drop_quietly(job);
-    }
-    if let Some((job, outcome)) = to_finish {
-        shared.counters.stopped_by_panic(index);
-        job.finish(outcome);
+}
+
+/// Step 10: swap a periodic task back in for its stand-in at its next due
+/// time, only if the stand-in is still there (same stamp); a task that
+/// stops by itself removes its stand-in, if it is still there.
+fn put_back<K: Key>(
+    shared: &Shared<K>,
+    st: &mut State<K>,
+    key: &TaskKey<K>,
+    finished: Finished,
+) -> Leftover<K> {
+    match finished {
+        Finished::Done => Leftover::Nothing,
+        Finished::Again(due, job) => {
+            let stand_in = st.heap.get(key).map(|(_, seq)| seq);
+            let found = stand_in == Some(job.ctl().seq());
+            if !found && !shared.faults.has(Fault::ReinsertWithoutStandInCheck) {
+                return Leftover::Drop(job);
+            }
+            let ctl = job.ctl().clone();
+            let (Inserted::New { seq } | Inserted::Replaced { seq, .. }) =
+                st.heap.insert(key.clone(), due, Task::Periodic(job));
+            ctl.set_seq(seq);
+            Leftover::Nothing
+        }
+        Finished::Stop(job, outcome) => match st.heap.remove_seq(key, job.ctl().seq()) {
+            Some(stand_in) => Leftover::Finish(job, outcome, stand_in),
+            None => Leftover::Drop(job),
+        },
     }
 }

@@ -3,14 +3,14 @@
 //! `docs/benchmarks.md`, all measured in this one process.
 //!
 //! ```sh
-//! cargo run --release --example bench_report               # one run each, < 1 min
-//! cargo run --release --example bench_report -- --runs 3   # medians of 3 runs
+//! cargo run --release -p timerpool-bench-tools --bin bench_report               # one run each, < 1 min
+//! cargo run --release -p timerpool-bench-tools --bin bench_report -- --runs 3   # medians of 3 runs
 //! ```
 //!
 //! The criterion benches in `benches/` run the same workloads with more
 //! samples; this is the quick view for people who want one table.
 
-#[path = "../benches/common/mod.rs"]
+#[path = "../../../common/mod.rs"]
 mod common;
 
 use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
@@ -107,10 +107,7 @@ fn main() {
         .iter()
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1).cloned());
-    let want = |w: &str| {
-        only.as_deref()
-            .map_or(true, |o| o.split(',').any(|x| x == w))
-    };
+    let want = |w: &str| only.as_deref().is_none_or(|o| o.split(',').any(|x| x == w));
     let t0 = Instant::now();
     println!(
         "# timerpool bench_report: {} run(s) per figure, median ± spread ((max-min)/median), {} CPUs",

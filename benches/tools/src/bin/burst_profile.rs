@@ -1,15 +1,15 @@
 //! Burst runs of one implementation, for profiling (`perf record -g`):
 //!
 //! ```sh
-//! cargo build --release --example burst_profile
-//! perf record -g target/release/examples/burst_profile timerpool 5
+//! cargo build --release -p timerpool-bench-tools --bin burst_profile
+//! perf record -g target/release/burst_profile timerpool 5
 //! ```
 //!
 //! Implementations: `timerpool`, `batch` (`schedule_batch_at`), `detached`
 //! (`schedule_batch_detached_at`), `stp` (scheduled-thread-pool).
 //! The second argument is the number of 1,000,000-task bursts (default 5).
 
-#[path = "../benches/common/mod.rs"]
+#[path = "../../../common/mod.rs"]
 mod common;
 
 use common::pools::{Pool, Stp, Timerpool};

@@ -2,7 +2,7 @@
 //! the accounting and the resident memory printed as it goes.
 //!
 //! ```text
-//! cargo run --release --example soak -- --seconds N [--workers N] [--rss-growth-mib N]
+//! cargo run --release -p timerpool-bench-tools --bin soak -- --seconds N [--workers N] [--rss-growth-mib N]
 //! ```
 //!
 //! Producers schedule, replace and cancel keyed tasks over a large key
@@ -155,8 +155,8 @@ fn send(
 ) -> bool {
     let f = task(stats, due, panics);
     let r = match key {
-        Some(k) => pool.schedule_at(k, due, f),
-        None => pool.submit_at(due, f),
+        Some(k) => pool.schedule(k, due, f),
+        None => pool.submit(due, f),
     };
     match r {
         Ok(h) => {

@@ -2,16 +2,16 @@
 //! one implementation, for profiling under cachegrind or callgrind:
 //!
 //! ```sh
-//! cargo build --release --example churn_profile
+//! cargo build --release -p timerpool-bench-tools --bin churn_profile
 //! valgrind --tool=cachegrind --cache-sim=yes \
-//!     target/release/examples/churn_profile scheduler 1000000
+//!     target/release/churn_profile scheduler 1000000
 //! ```
 //!
 //! Implementations: `scheduler`, `pool`, `delayqueue`, `delayqueue+map`,
 //! `noop` (the harness alone, to subtract), `heap` (the bare
 //! `IndexedHeap`). The second argument is N (default 1,000,000).
 
-#[path = "../benches/common/mod.rs"]
+#[path = "../../../common/mod.rs"]
 mod common;
 
 use common::scramble;

@@ -1,0 +1,36 @@
+//! Containing user code: drops and panic payloads that must not unwind into
+//! the pool's threads or its callers.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Drop `value`, containing a panic from its `Drop` so that the pool's
+/// callers and workers never see it.
+pub(crate) fn drop_quietly<V>(value: V) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        forget_payload(payload);
+    }
+}
+
+/// The message of a panic payload (`"<non-string panic payload>"` for
+/// payloads that are neither `&str` nor `String`); the payload is disposed of
+/// safely.
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    let msg = if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_string()
+    };
+    forget_payload(payload);
+    msg
+}
+
+/// Drop a panic payload; if its own `Drop` panics, leak that second payload
+/// rather than unwind out of a worker.
+pub(crate) fn forget_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}

@@ -1,0 +1,110 @@
+//! Removal, protocol steps 7 and 8: cancel takes one pending task out;
+//! shutdown stops intake and, at once, takes out everything pending.
+//! Removed tasks are told their outcome after the lock is released.
+
+use super::broken;
+use super::fault::Fault;
+use super::outcome::Abandon;
+use super::shared::{Key, Mode, Shared, State};
+use super::task::{PoolEntry, TaskKey};
+
+impl<K: Key> State<K> {
+    /// Remove `key`'s pending task, from the heap or held for its key; only
+    /// the one stamped `seq`, if given.
+    pub(crate) fn remove_pending(
+        &mut self,
+        key: &TaskKey<K>,
+        seq: Option<u64>,
+    ) -> Option<PoolEntry<K>> {
+        let in_heap = match seq {
+            Some(seq) => self.heap.remove_seq(key, seq),
+            None => self.heap.remove(key),
+        };
+        in_heap.or_else(|| self.exclusive.take(key, seq))
+    }
+}
+
+impl<K: Key> Shared<K> {
+    /// Step 7: cancel `key`'s pending task (only the one stamped `seq`, if
+    /// given, so a handle never cancels a replacement). True iff one was
+    /// pending; it is then told `Cancelled` and never runs.
+    pub(crate) fn cancel(&self, key: &TaskKey<K>, seq: Option<u64>) -> bool {
+        if self.faults.has(Fault::CancelCheckThenRemove) {
+            return broken::cancel_check_then_remove(self, key, seq);
+        }
+        self.cancel_pending(key, || seq)
+    }
+
+    /// Step 7, for a periodic task's handle: the task's current entry (the
+    /// task or its stand-in), whose stamp `seq` reads under the lock.
+    pub(crate) fn cancel_current(&self, key: &TaskKey<K>, seq: impl FnOnce() -> u64) -> bool {
+        self.cancel_pending(key, || Some(seq()))
+    }
+
+    /// Remove `key`'s pending task (the one stamped as `seq` says, read
+    /// under the lock) and tell it `Cancelled`. Wakes a draining leader if
+    /// that left nothing pending.
+    fn cancel_pending(&self, key: &TaskKey<K>, seq: impl FnOnce() -> Option<u64>) -> bool {
+        let (removed, retired) = {
+            let mut st = self.state.lock();
+            let removed = st.remove_pending(key, seq());
+            if removed.is_some() {
+                self.notify_if_drained(&st);
+            }
+            (removed, st.heap.take_retired())
+        };
+        // Buffers the heap shrank away are freed outside the lock.
+        drop(retired);
+        match removed {
+            Some(entry) => {
+                self.abandon(entry.value, Abandon::Cancelled);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Step 8, graceful: refuse new work, let pending one-shot tasks run when
+    /// due, and stop periodic tasks (they never drain by themselves).
+    pub(crate) fn begin_drain(&self) {
+        let stopped = {
+            let mut st = self.state.lock();
+            if st.mode == Mode::Running {
+                st.mode = Mode::Draining;
+            }
+            let mut stopped = st.heap.remove_where(|task| task.is_periodic());
+            stopped.extend(st.exclusive.drain_periodic());
+            if !self.faults.has(Fault::ShutdownNoNotify) {
+                self.leader_cv.notify_one();
+            }
+            stopped
+        };
+        for entry in stopped {
+            self.abandon(entry.value, Abandon::Shutdown);
+        }
+    }
+
+    /// Step 8, at once: refuse new work and remove every pending task,
+    /// telling each `Shutdown`. Returns the keys of the removed keyed tasks in
+    /// due order (a running periodic task's stand-in is stopped, not
+    /// returned).
+    pub(crate) fn stop_now(&self) -> Vec<K> {
+        let drained = {
+            let mut st = self.state.lock();
+            st.mode = Mode::Stopped;
+            // Held tasks are already due: they come first.
+            let mut drained = st.exclusive.drain();
+            drained.extend(st.heap.drain());
+            self.leader_cv.notify_one();
+            drained
+        };
+        let mut keys = Vec::new();
+        for entry in drained {
+            if let (TaskKey::Keyed(k), false) = (entry.key, entry.value.is_stand_in()) {
+                keys.push(k);
+            }
+            self.abandon(entry.value, Abandon::Shutdown);
+        }
+        keys
+    }
+}

@@ -1,0 +1,115 @@
+//! Exclusive keys (`Builder::exclusive_keys`, protocol step 11): a keyed task
+//! never starts while its key's previous task runs.
+//!
+//! # Ground rules
+//!
+//! - Everything here lives under the pool's state lock.
+//! - A key is *busy* from the claim of its task until its worker releases
+//!   it after the run. A due task whose key is busy is *held* here instead
+//!   of being claimed; it is still pending (cancel, replace and shutdown find
+//!   it here), and it goes back into the heap, with its original stamp, when
+//!   the key is released.
+//! - A key is in the heap or held, never both.
+
+use super::fault::{Fault, Faults};
+use super::task::{PoolEntry, Task, TaskKey};
+use crate::heap::IndexedHeap;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+
+/// The busy keys and the tasks held for them.
+pub(crate) struct ExclusiveKeys<K> {
+    /// Whether the pool keeps keys exclusive at all.
+    on: bool,
+    /// Keys whose task is claimed or running.
+    busy: HashSet<TaskKey<K>>,
+    /// Due tasks waiting for their busy key.
+    held: HashMap<TaskKey<K>, PoolEntry<K>>,
+    /// The protocol step the loom models asked to break, if any.
+    faults: Faults,
+}
+
+impl<K> ExclusiveKeys<K> {
+    /// Tasks held.
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// True when no task is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
+impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
+    /// The bookkeeping of a pool whose keys are exclusive iff `on`.
+    pub(crate) fn new(on: bool, faults: Faults) -> Self {
+        ExclusiveKeys {
+            on,
+            busy: HashSet::new(),
+            held: HashMap::new(),
+            faults,
+        }
+    }
+
+    /// True when `key`'s tasks are kept from overlapping.
+    pub(crate) fn applies(&self, key: &TaskKey<K>) -> bool {
+        self.on && matches!(key, TaskKey::Keyed(_))
+    }
+
+    /// Step 11, at a claim: the entry if it may be claimed now (its key is
+    /// then busy), or `None` if it is held until its key is released.
+    pub(crate) fn claim(&mut self, entry: PoolEntry<K>) -> Option<PoolEntry<K>> {
+        if !self.applies(&entry.key) {
+            return Some(entry);
+        }
+        if self.busy.contains(&entry.key) && !self.faults.has(Fault::ExclusiveNoHold) {
+            self.held.insert(entry.key.clone(), entry);
+            return None;
+        }
+        self.busy.insert(entry.key.clone());
+        Some(entry)
+    }
+
+    /// Step 11, after a run: `key` is free again; its held successor goes
+    /// back into `heap` with its original stamp.
+    pub(crate) fn release(&mut self, key: &TaskKey<K>, heap: &mut IndexedHeap<TaskKey<K>, Task>) {
+        self.busy.remove(key);
+        let Some(entry) = self.held.remove(key) else {
+            return;
+        };
+        if let Err(entry) = heap.restore(entry) {
+            debug_assert!(false, "a held key was also in the heap");
+            self.held.insert(entry.key.clone(), entry);
+        }
+    }
+
+    /// Remove `key`'s held task (only the one stamped `seq`, if given).
+    pub(crate) fn take(&mut self, key: &TaskKey<K>, seq: Option<u64>) -> Option<PoolEntry<K>> {
+        if self.held.is_empty() {
+            return None; // the common case: no hashing at all
+        }
+        match self.held.get(key) {
+            Some(e) if seq.is_none_or(|s| s == e.seq) => self.held.remove(key),
+            _ => None,
+        }
+    }
+
+    /// Remove every held task, in due order.
+    pub(crate) fn drain(&mut self) -> Vec<PoolEntry<K>> {
+        let mut all: Vec<_> = self.held.drain().map(|(_, e)| e).collect();
+        all.sort_by_key(|e| (e.due, e.seq));
+        all
+    }
+
+    /// Remove every held periodic task.
+    pub(crate) fn drain_periodic(&mut self) -> Vec<PoolEntry<K>> {
+        let keys: Vec<_> = self
+            .held
+            .iter()
+            .filter(|(_, e)| e.value.is_periodic())
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.iter().filter_map(|k| self.held.remove(k)).collect()
+    }
+}

@@ -1,0 +1,208 @@
+//! Handles: what a scheduling call gives back, to wait for a task's outcome
+//! or cancel it.
+
+use super::outcome::{Outcome, OutcomeSlot, Timing};
+use super::periodic::PeriodicCtl;
+use super::shared::Shared;
+use super::task::TaskKey;
+use crate::sync::{Arc, Weak};
+use std::fmt;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+/// A handle to one task: wait for its [`Outcome`] or cancel it.
+///
+/// The taking methods consume the handle, so an outcome is handed out once;
+/// the timed and non-blocking ones give the handle back while there is none.
+/// Dropping a handle does not cancel its task.
+pub struct TaskHandle<T, K> {
+    /// Where the outcome arrives.
+    slot: Arc<OutcomeSlot<T>>,
+    /// The pool, for cancel; gone once the pool is dropped.
+    pool: Weak<Shared<K>>,
+    /// The task's key in the pool's heap.
+    key: TaskKey<K>,
+    /// The heap stamp of this task, so a handle never cancels a replacement.
+    seq: u64,
+}
+
+impl<T, K> fmt::Debug for TaskHandle<T, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskHandle")
+            .field("seq", &self.seq)
+            .field("finished", &self.slot.is_set())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
+    /// The handle of the task stamped `seq` under `key`.
+    pub(crate) fn new(
+        slot: Arc<OutcomeSlot<T>>,
+        pool: Weak<Shared<K>>,
+        key: TaskKey<K>,
+        seq: u64,
+    ) -> Self {
+        TaskHandle {
+            slot,
+            pool,
+            key,
+            seq,
+        }
+    }
+
+    /// Cancel the task if it is still pending. True iff it was: it will never
+    /// run and its outcome is [`Outcome::Cancelled`]. False once it has been
+    /// claimed, replaced, cancelled or shut down.
+    pub fn cancel(&self) -> bool {
+        match self.pool.upgrade() {
+            Some(pool) => pool.cancel(&self.key, Some(self.seq)),
+            None => false,
+        }
+    }
+
+    /// The key the task was scheduled under; `None` for keyless submissions.
+    pub fn key(&self) -> Option<&K> {
+        self.key.keyed()
+    }
+
+    /// True once the task has an outcome.
+    pub fn is_finished(&self) -> bool {
+        self.slot.is_set()
+    }
+
+    /// When the task fell due, was claimed, started and finished; `None`
+    /// until it has an outcome.
+    pub fn timing(&self) -> Option<Timing> {
+        self.slot.timing()
+    }
+
+    /// Block until the task has an outcome and return it.
+    ///
+    /// Never blocks forever: every accepted task gets an outcome, at the
+    /// latest when the pool is shut down or dropped.
+    pub fn wait(self) -> Outcome<T> {
+        self.slot.wait()
+    }
+
+    /// Like [`wait`](Self::wait), also returning the task's [`Timing`].
+    pub fn wait_timed(self) -> (Outcome<T>, Timing) {
+        let outcome = self.slot.wait();
+        let timing = self.slot.timing().expect("delivered with the outcome");
+        (outcome, timing)
+    }
+
+    /// Wait at most `timeout` for the outcome; the handle comes back as the
+    /// error if there is none yet.
+    ///
+    /// # Errors
+    ///
+    /// The handle itself, when the timeout passed without an outcome.
+    pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome<T>, Self> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.slot.wait_until(deadline).ok_or(self)
+    }
+
+    /// The outcome if there is one now; otherwise the handle comes back.
+    ///
+    /// # Errors
+    ///
+    /// The handle itself, when the task has no outcome yet.
+    pub fn try_outcome(self) -> Result<Outcome<T>, Self> {
+        self.slot.try_take().ok_or(self)
+    }
+}
+
+/// A handle to a periodic task: its run counters, its final outcome, cancel.
+///
+/// The final outcome arrives when the task stops: [`Outcome::Cancelled`]
+/// (by key or handle), [`Outcome::Replaced`] (its key was scheduled again),
+/// [`Outcome::Panicked`] (a run panicked under [`OnPanic::Stop`](crate::OnPanic::Stop)) or
+/// [`Outcome::Shutdown`] (any shutdown stops periodic tasks).
+pub struct PeriodicHandle<K> {
+    /// Shared with the task.
+    ctl: Arc<PeriodicCtl>,
+    /// The pool, for cancel.
+    pool: Weak<Shared<K>>,
+    /// The task's key in the heap.
+    key: TaskKey<K>,
+}
+
+impl<K> fmt::Debug for PeriodicHandle<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeriodicHandle")
+            .field("runs", &self.ctl.runs())
+            .field("panics", &self.ctl.panics())
+            .field("finished", &self.ctl.slot().is_set())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
+    /// The handle of the periodic task under `key`.
+    pub(crate) fn new(ctl: Arc<PeriodicCtl>, pool: Weak<Shared<K>>, key: TaskKey<K>) -> Self {
+        PeriodicHandle { ctl, pool, key }
+    }
+
+    /// Stop future runs. True iff the task was still live (pending or
+    /// running); the final outcome is then [`Outcome::Cancelled`]. A run the
+    /// leader already claimed (about to start, or running) still happens, and
+    /// none follows it.
+    pub fn cancel(&self) -> bool {
+        match self.pool.upgrade() {
+            Some(pool) => pool.cancel_current(&self.key, || self.ctl.seq()),
+            None => false,
+        }
+    }
+
+    /// The key; `None` for keyless periodic tasks.
+    pub fn key(&self) -> Option<&K> {
+        self.key.keyed()
+    }
+
+    /// Runs that returned normally so far.
+    pub fn runs(&self) -> u64 {
+        self.ctl.runs()
+    }
+
+    /// Runs that panicked so far.
+    pub fn panics(&self) -> u64 {
+        self.ctl.panics()
+    }
+
+    /// Ticks that got no run: dropped by [`MissedTicks::Skip`](crate::MissedTicks::Skip), shifted away
+    /// by [`MissedTicks::Delay`](crate::MissedTicks::Delay), or skipped as stale.
+    pub fn missed(&self) -> u64 {
+        self.ctl.missed()
+    }
+
+    /// The message of the latest panic, if any run panicked.
+    pub fn last_panic(&self) -> Option<String> {
+        self.ctl.last_panic()
+    }
+
+    /// Timing of the latest run.
+    pub fn last_run(&self) -> Option<Timing> {
+        self.ctl.last_run()
+    }
+
+    /// True once the task has stopped.
+    pub fn is_finished(&self) -> bool {
+        self.ctl.slot().is_set()
+    }
+
+    /// Block until the task stops; its final outcome.
+    pub fn wait(self) -> Outcome<()> {
+        self.ctl.slot().wait()
+    }
+
+    /// Wait at most `timeout` for the task to stop.
+    ///
+    /// # Errors
+    ///
+    /// The handle itself, when the task is still live after `timeout`.
+    pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome<()>, Self> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.ctl.slot().wait_until(deadline).ok_or(self)
+    }
+}

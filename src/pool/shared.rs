@@ -1,0 +1,153 @@
+//! The engine's state: what the workers, the handles and the pool object
+//! share, and the lock around the heap.
+//!
+//! # Ground rules
+//!
+//! - `Shared::state` guards the heap, the exclusive keys' `busy` and `held`
+//!   sets, the mode and the wake-up count. User code
+//!   never runs under it: closures that are replaced, cancelled or shut
+//!   down are dropped after the lock is released, and tasks run on workers
+//!   that hold no pool lock.
+//! - `Shared::leader_cv` has at most one waiter, the leader. It is notified,
+//!   under the lock, when the earliest due time changes, when the mode
+//!   changes, when a manual clock moves, and when tasks claimed on arrival
+//!   wait in the channel.
+//! - The protocol between leader and workers is in `docs/protocol.md`; the
+//!   steps live in `intake.rs` (6, 12), `cancel.rs` (7, 8), `leader.rs`
+//!   (2-5) and `worker.rs` (10, 11).
+
+use super::builder::Config;
+use super::exclusive::ExclusiveKeys;
+use super::fault::{Fault, Faults};
+use super::handoff::Msg;
+use super::outcome::Abandon;
+use super::stats::Counters;
+use super::task::{Task, TaskKey};
+use super::time::Timeline;
+use crate::clock::Wake;
+use crate::heap::IndexedHeap;
+use crate::sync::{unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
+use std::hash::Hash;
+
+/// What the pool needs of a key: the bound of every pool type's methods.
+pub(crate) trait Key: Hash + Eq + Clone + Send + 'static {}
+
+impl<K: Hash + Eq + Clone + Send + 'static> Key for K {}
+
+/// Whether the pool takes work, drains it, or has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Accepting and running tasks.
+    Running,
+    /// `shutdown()`: refusing new tasks, running the pending ones when due.
+    Draining,
+    /// `shutdown_now()` or drop: refusing new tasks, nothing pending.
+    Stopped,
+}
+
+/// State behind the pool's one lock.
+pub(crate) struct State<K> {
+    /// Pending tasks, one per key.
+    pub(crate) heap: IndexedHeap<TaskKey<K>, Task>,
+    /// Exclusive keys: keys whose task runs, and due tasks held for them.
+    pub(crate) exclusive: ExclusiveKeys<K>,
+    /// Running, draining or stopped.
+    pub(crate) mode: Mode,
+    /// Times the leader returned from a wait (notify, timeout or spurious).
+    pub(crate) wakeups: u64,
+}
+
+impl<K> State<K> {
+    /// Pending tasks, in the heap or held.
+    pub(crate) fn pending(&self) -> usize {
+        self.heap.len() + self.exclusive.len()
+    }
+}
+
+/// What the workers, the handles and the pool object share.
+pub(crate) struct Shared<K> {
+    /// Heap, mode, counters.
+    pub(crate) state: Mutex<State<K>>,
+    /// The leader's wait; notified when the head or the mode changes.
+    pub(crate) leader_cv: Condvar,
+    /// The pool's clock and epoch.
+    pub(crate) time: Timeline,
+    /// Hand-off channel: claimed tasks, the lead token, the exit pill.
+    pub(crate) tx: Sender<Msg<K>>,
+    /// Receiving end, shared by all workers.
+    pub(crate) rx: Receiver<Msg<K>>,
+    /// The validated configuration.
+    pub(crate) config: Config,
+    /// Counters and lateness histograms.
+    pub(crate) counters: Counters,
+    /// Last keyless number given out.
+    anon: AtomicU64,
+    /// The protocol step the loom models asked to break, if any.
+    pub(crate) faults: Faults,
+}
+
+impl<K: Key> Shared<K> {
+    /// The engine of a pool configured by `config`, with nothing pending.
+    pub(crate) fn new(config: Config) -> Self {
+        let (tx, rx) = unbounded();
+        let faults = config.faults;
+        Shared {
+            state: Mutex::new(State {
+                heap: IndexedHeap::new(),
+                exclusive: ExclusiveKeys::new(config.exclusive_keys, faults),
+                mode: Mode::Running,
+                wakeups: 0,
+            }),
+            leader_cv: Condvar::new(),
+            time: Timeline::new(config.clock.clone()),
+            tx,
+            rx,
+            counters: Counters::new(config.workers),
+            config,
+            anon: AtomicU64::new(0),
+            faults,
+        }
+    }
+
+    /// A fresh key for a keyless task (taken before the lock: it only needs
+    /// to be unique; equal due times run in the heap's stamp order).
+    pub(crate) fn anon_key(&self) -> TaskKey<K> {
+        TaskKey::Anon(self.anon.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// True when the leader may stop: draining or stopped, and nothing
+    /// pending anywhere.
+    pub(crate) fn drained(&self, st: &State<K>) -> bool {
+        st.heap.is_empty() && (st.exclusive.is_empty() || self.faults.has(Fault::DrainIgnoresHeld))
+    }
+
+    /// A draining leader waits for the last pending task; when a removal
+    /// (not a claim) takes it, the leader must hear of it or it would sleep
+    /// until that task's due time, or for ever if it waits untimed.
+    pub(crate) fn notify_if_drained(&self, st: &State<K>) {
+        if st.mode != Mode::Running && self.drained(st) {
+            self.leader_cv.notify_one();
+        }
+    }
+
+    /// Give a removed task its outcome, and count it (outside the lock).
+    pub(crate) fn abandon(&self, task: Task, why: Abandon) {
+        // A periodic task is counted by its stand-in or itself, once.
+        self.counters.abandoned(why);
+        task.abandon(why);
+    }
+
+    /// Messages waiting in the hand-off queue.
+    pub(crate) fn backlog(&self) -> usize {
+        self.rx.len()
+    }
+}
+
+impl<K: Send + 'static> Wake for Shared<K> {
+    /// Step 9: a manual clock moved. Notify under the lock, so the wake
+    /// cannot fall between the leader's clock read and its wait.
+    fn wake(&self) {
+        let _st = (!self.faults.has(Fault::WakeWithoutLock)).then(|| self.state.lock());
+        self.leader_cv.notify_one();
+    }
+}

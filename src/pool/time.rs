@@ -1,0 +1,135 @@
+//! Time: the pool's clock, its epoch, and every conversion between the
+//! caller's `Instant`s and `Duration`s and the nanoseconds the heap orders by.
+//!
+//! # Ground rules
+//!
+//! - Inside the pool a due time is an `i64` of nanoseconds since the epoch
+//!   (the clock's reading when the pool started). Readings and real due
+//!   times stay below [`NEVER`], which only a running periodic task's
+//!   stand-in uses, so a stand-in is never due.
+//! - Deciding whether a task is due always uses the pool's clock
+//!   ([`Timeline::now`]); the real clock ([`Timeline::real_now`]) only times
+//!   the leader's own waits.
+
+use crate::clock::Clock;
+use crate::sync::Arc;
+use crate::Error;
+use std::time::{Duration, Instant};
+
+/// Due time of a periodic task's stand-in: never.
+pub(crate) const NEVER: i64 = i64::MAX;
+
+/// When a task falls due: at an instant of the pool's clock, or after a
+/// delay from now. Every scheduling call takes `impl Into<Due>`, so an
+/// [`Instant`] or a [`Duration`] can be passed as it is.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use timerpool::Due;
+///
+/// assert_eq!(Due::from(Duration::from_secs(1)), Due::After(Duration::from_secs(1)));
+/// let at = Instant::now();
+/// assert_eq!(Due::from(at), Due::At(at));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// At this instant of the pool's clock (an instant before the pool
+    /// started counts as due at once).
+    At(Instant),
+    /// This long after the pool's clock reads now.
+    After(Duration),
+}
+
+impl From<Instant> for Due {
+    fn from(at: Instant) -> Self {
+        Due::At(at)
+    }
+}
+
+impl From<Duration> for Due {
+    fn from(delay: Duration) -> Self {
+        Due::After(delay)
+    }
+}
+
+/// One reading of the pool's clock, as an instant and in nanoseconds since
+/// the epoch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Now {
+    /// The reading.
+    pub(crate) at: Instant,
+    /// The reading in nanoseconds since the epoch, below [`NEVER`].
+    pub(crate) ns: i64,
+}
+
+/// The pool's clock and its epoch.
+#[derive(Debug)]
+pub(crate) struct Timeline {
+    /// The pool's time source.
+    clock: Arc<dyn Clock>,
+    /// `clock.now()` when the pool started.
+    epoch: Instant,
+}
+
+impl Timeline {
+    /// A timeline whose epoch is `clock`'s reading now.
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+        let epoch = clock.now();
+        Timeline { clock, epoch }
+    }
+
+    /// The pool's clock.
+    pub(crate) fn clock(&self) -> &dyn Clock {
+        &*self.clock
+    }
+
+    /// Read the pool's clock.
+    pub(crate) fn now(&self) -> Now {
+        let at = self.clock.now();
+        let ns = nanos(at.saturating_duration_since(self.epoch)).unwrap_or(NEVER);
+        Now {
+            at,
+            ns: ns.min(NEVER - 1),
+        }
+    }
+
+    /// `due` in nanoseconds since the epoch; `now` reads the clock, called
+    /// only for a delay.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimeOutOfRange`] when the due time is not below [`NEVER`].
+    pub(crate) fn due_ns(&self, due: Due, now: impl FnOnce() -> i64) -> Result<i64, Error> {
+        let ns = match due {
+            Due::At(at) => nanos(at.saturating_duration_since(self.epoch)),
+            Due::After(delay) => nanos(delay).and_then(|d| now().checked_add(d)),
+        };
+        ns.filter(|&d| d < NEVER).ok_or(Error::TimeOutOfRange)
+    }
+
+    /// The instant of `due` on the pool's clock (the epoch for a due time
+    /// before it, or one the platform's `Instant` cannot represent).
+    pub(crate) fn instant_of(&self, due: i64) -> Instant {
+        let since = Duration::from_nanos(due.max(0) as u64);
+        self.epoch.checked_add(since).unwrap_or(self.epoch)
+    }
+
+    /// The real instant the leader may sleep until while waiting for `due`;
+    /// `None`: until notified (a clock that moves only by hand).
+    pub(crate) fn sleep_deadline(&self, due: i64) -> Option<Instant> {
+        self.clock.sleep_deadline(self.instant_of(due))
+    }
+
+    /// The real instant now, for timing the leader's own waits; never for
+    /// deciding whether a task is due.
+    pub(crate) fn real_now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// Nanoseconds of `d` as an `i64`, if they fit.
+pub(crate) fn nanos(d: Duration) -> Option<i64> {
+    i64::try_from(d.as_nanos()).ok()
+}

@@ -182,7 +182,7 @@ fn spin_window_never_polls_for_a_timer_beyond_it() {
 }
 
 #[test]
-fn schedule_batch_at_runs_every_task_and_replaces_duplicate_keys() {
+fn schedule_batch_runs_every_task_and_replaces_duplicate_keys() {
     // Without claim on submit every task of the batch is pending first.
     let pool = TimerPool::<u64>::builder()
         .workers(2)
@@ -210,7 +210,7 @@ fn schedule_batch_at_runs_every_task_and_replaces_duplicate_keys() {
 }
 
 #[test]
-fn schedule_batch_at_runs_a_duplicate_key_twice_when_the_first_was_claimed_on_arrival() {
+fn schedule_batch_runs_a_duplicate_key_twice_when_the_first_was_claimed_on_arrival() {
     let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
     let now = Instant::now();
     let handles = pool
@@ -227,7 +227,7 @@ fn schedule_batch_at_runs_a_duplicate_key_twice_when_the_first_was_claimed_on_ar
 fn noop() {}
 
 #[test]
-fn schedule_batch_at_is_all_or_nothing() {
+fn schedule_batch_is_all_or_nothing() {
     let pool = TimerPool::<u64>::builder()
         .workers(1)
         .capacity(10)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot lateness percentiles per implementation from a bench_report output.
 
-    cargo run --release --example bench_report -- --runs 3 > docs/bench/report.txt
+    cargo run --release -p timerpool-bench-tools --bin bench_report -- --runs 3 > docs/bench/report.txt
     python3 docs/bench/plot_lateness.py docs/bench/report.txt docs/bench/lateness.png
 
 Reads the `csv,<workload>,<implementation>,p50,p90,p99,p99.9,max` lines

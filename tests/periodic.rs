@@ -12,13 +12,7 @@ use timerpool::{Clock, Error, ManualClock, MissedTicks, OnPanic, Outcome, Repeat
 const SEC: Duration = Duration::from_secs(1);
 
 fn pool(workers: usize) -> (ManualClock, TimerPool<&'static str>) {
-    let clock = ManualClock::new();
-    let pool = TimerPool::builder()
-        .workers(workers)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (clock, pool)
+    manual_pool(workers)
 }
 
 /// A closure that sends the clock's reading at each run.

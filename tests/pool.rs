@@ -168,7 +168,7 @@ fn handle_cancel_does_not_cancel_a_replacement() {
 
 #[test]
 fn keyless_equal_due_times_run_in_submission_order() {
-    let (clock, pool) = manual_pool(1);
+    let (clock, pool) = manual_pool::<u64>(1);
     let log = Arc::new(Mutex::new(Vec::new()));
     let at = timerpool::Clock::now(&clock) + Duration::from_secs(1);
     let handles: Vec<_> = (0..200)

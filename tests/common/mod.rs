@@ -9,8 +9,11 @@ use timerpool::{ManualClock, Outcome, TaskHandle, TimerPool};
 /// blocking CI.
 pub const BOUND: Duration = Duration::from_secs(20);
 
-/// A pool of `workers` driven by a fresh manual clock.
-pub fn manual_pool(workers: usize) -> (ManualClock, TimerPool<u64>) {
+/// A pool of `workers` driven by a fresh manual clock, keyed by `K`
+/// (`u64` where the test does not say).
+pub fn manual_pool<K: std::hash::Hash + Eq + Clone + Send + 'static>(
+    workers: usize,
+) -> (ManualClock, TimerPool<K>) {
     let clock = ManualClock::new();
     let pool = TimerPool::builder()
         .workers(workers)

@@ -90,6 +90,21 @@ const ARITY: usize = 4;
 /// The most entries a heap can hold: positions are stored as `u32`.
 pub const MAX_LEN: usize = u32::MAX as usize;
 
+/// `capacity` if it is a valid bound on the entries of a heap: positive and
+/// at most [`MAX_LEN`]. The one check of every owner's capacity setting.
+pub(crate) fn check_capacity(capacity: usize) -> Result<usize, crate::Error> {
+    if capacity == 0 {
+        return Err(crate::Error::ZeroCapacity);
+    }
+    if capacity > MAX_LEN {
+        return Err(crate::Error::CapacityTooLarge {
+            requested: capacity,
+            max: MAX_LEN,
+        });
+    }
+    Ok(capacity)
+}
+
 /// Tables at most this long are never shrunk.
 const FLOOR: usize = 1024;
 
@@ -143,7 +158,7 @@ impl<K, V> Slot<K, V> {
 /// with [`IndexedHeap::take_retired`] and drops them after unlocking. If
 /// the owner never takes them, the heap frees them itself at its next
 /// shrink.
-pub struct Retired<K, V> {
+pub(crate) struct Retired<K, V> {
     /// An emptied heap array.
     nodes: Vec<Node>,
     /// An emptied slot table.
@@ -162,7 +177,7 @@ impl<K, V> Retired<K, V> {
     }
 
     /// True when it holds no buffer.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.nodes.capacity() == 0 && self.slots.capacity() == 0 && self.index.capacity() == 0
     }
 }
@@ -485,14 +500,14 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     }
 
     /// The stamp the next insert or replace will get.
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq
     }
 
     /// Issue a stamp without inserting anything: for an entry that is
     /// claimed as it arrives and never enters the heap, so that no later
     /// entry gets the same stamp.
-    pub fn take_seq(&mut self) -> u64 {
+    pub(crate) fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         seq
@@ -503,7 +518,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Returns the entry if `key` is present now, or `seq` was never issued.
     /// A panic in the key's `Hash` or `Eq` leaves the heap unchanged and
     /// drops the entry.
-    pub fn restore(&mut self, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
+    pub(crate) fn restore(&mut self, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
         if entry.seq >= self.next_seq {
             return Err(entry);
         }
@@ -528,7 +543,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Remove `key`'s entry only if its stamp is `seq` (so a handle to a
     /// replaced entry cannot remove its replacement).
-    pub fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
+    pub(crate) fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
         let hash = self.hash_of(key);
         let slot = self.find(hash, key)?;
         if self.nodes[self.slots[slot as usize].pos as usize].seq != seq {
@@ -557,7 +572,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Remove every entry whose payload satisfies `pred`, in no particular
     /// order. O(n + m log n) for m removals. `pred` sees every payload
     /// before anything is removed, so a panic in it removes nothing.
-    pub fn remove_where(&mut self, mut pred: impl FnMut(&V) -> bool) -> Vec<Entry<K, V>> {
+    pub(crate) fn remove_where(&mut self, mut pred: impl FnMut(&V) -> bool) -> Vec<Entry<K, V>> {
         let doomed: Vec<u32> = (0..self.slots.len() as u32)
             .filter(|&s| pred(&self.slots[s as usize].value))
             .collect();
@@ -582,7 +597,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// The buffers given up by shrinking since the last call, to drop
     /// outside the owner's lock; see [`Retired`].
-    pub fn take_retired(&mut self) -> Retired<K, V> {
+    pub(crate) fn take_retired(&mut self) -> Retired<K, V> {
         std::mem::replace(&mut self.retired, Retired::none())
     }
 

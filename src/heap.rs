@@ -829,6 +829,32 @@ mod tests {
     }
 
     #[test]
+    fn replace_keeps_the_stored_key_and_hands_back_the_given_one() {
+        /// Equal by the number; the name tells instances apart.
+        #[derive(Debug)]
+        struct Named(u32, &'static str);
+        impl PartialEq for Named {
+            fn eq(&self, other: &Self) -> bool {
+                self.0 == other.0
+            }
+        }
+        impl Eq for Named {}
+        impl Hash for Named {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.0.hash(state);
+            }
+        }
+        let mut h = IndexedHeap::new();
+        h.insert(Named(1, "stored"), 5, 'a');
+        match h.insert(Named(1, "given"), 3, 'b') {
+            Inserted::Replaced { key, old, .. } => assert_eq!((key.1, old), ("given", 'a')),
+            other => panic!("expected a replace, got {other:?}"),
+        }
+        assert_eq!(h.peek().map(|(due, k)| (due, k.1)), Some((3, "stored")));
+        h.check_invariants().unwrap();
+    }
+
+    #[test]
     fn try_insert_refuses_new_key_at_limit_but_replaces() {
         let mut h = IndexedHeap::new();
         h.try_insert(1, 1, (), 1).unwrap();

@@ -93,7 +93,8 @@ impl SlotIndex {
         }
     }
 
-    /// Add `slot` under `hash`; the caller guarantees its key is absent.
+    /// Add `slot` under the hash bits `h`; the caller guarantees its key is
+    /// absent.
     pub(super) fn insert(&mut self, h: u32, slot: u32) {
         if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
             let _ = self.resize(

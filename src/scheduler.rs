@@ -244,9 +244,6 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// schedule is not part of this snapshot even if already due. Each key is
     /// dropped after its callback returned.
     ///
-    /// A key `Ord` that panics or is not a total order never costs a task
-    /// its run: see [Panics in user code](Self#panics-in-user-code).
-    ///
     /// # Panics
     ///
     /// A panicking callback (or a panic while dropping the key of a task
@@ -254,6 +251,12 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// been dropped unrun, each closure and key exactly once. Panics while
     /// dropping that rest are contained (the panic hook reports them), so
     /// the process never aborts, and the scheduler stays usable.
+    ///
+    /// A panic in the key's `Ord` does not propagate and costs no task its
+    /// run: if ordering equal due times by key panics (or the sort finds
+    /// the `Ord` is not a total order), this snapshot runs in due-time
+    /// order, ties in the order they were scheduled. See
+    /// [Panics in user code](Self#panics-in-user-code).
     pub fn run_due(&self, now: i64) -> usize {
         let mut batch = Vec::new();
         let retired = {

@@ -9,18 +9,20 @@
 //! - The heap array holds small copyable `Node`s (`due`, `seq`, slot
 //!   number), so sifting moves 24-byte values and never touches keys or
 //!   payloads.
-//! - A dense slot table holds each entry's key and payload and the position
-//!   of its node, so a move costs one store into the slot table and no
-//!   hashing. Removal moves the last slot into the hole (re-pointing its
-//!   node and its index bucket), so the table never has holes and every
-//!   vector shrinks in place (`shrink_to`) after mass removal, with no
-//!   compaction pass. (A free list of slots was measured: 5-15% cheaper per
-//!   removal at 1M entries, but its compaction, run inside a removal under
-//!   the owner's lock, stalled a pool for milliseconds.)
+//! - A dense slot table holds each entry's key and payload, 32 bits of the
+//!   key's hash and the position of its node, so a move costs one store into
+//!   the slot table and no hashing. Removal moves the last slot into the hole
+//!   (re-pointing its node and its index bucket, found by the stored hash),
+//!   so the table never has holes and, after mass removal, every table moves
+//!   to a smaller buffer with no compaction pass. (A free list of slots was
+//!   measured: 5-15% cheaper per removal at 1M entries, but its compaction,
+//!   run inside a removal under the owner's lock, stalled a pool for
+//!   milliseconds.)
 //! - The index (`index.rs`) is an open-addressing table of 8-byte buckets,
-//!   each a slot number beside 32 bits of its key's hash: a lookup costs one
-//!   cache miss in the index and one in the slot table (where the key is
-//!   compared), and growing the index never touches a key. The default hasher is foldhash with a per-process random seed: several
+//!   each a slot number beside the same 32 bits of its key's hash: a lookup
+//!   costs one cache miss in the index and one in the slot table (where the
+//!   key is compared), and growing the index never touches a key. The
+//!   default hasher is foldhash with a per-process random seed: several
 //!   times cheaper than SipHash on integer keys, and keys an attacker chooses
 //!   cannot be aimed at a seed they do not know. Callers who need
 //!   cryptographic DoS resistance pass `std`'s `RandomState` to
@@ -36,10 +38,42 @@
 //! `seq` is a per-heap counter stamped on every insert and replace, so entries
 //! with equal due times pop in first-in, first-out order.
 //!
+//! # Panics in user code
+//!
+//! The heap runs user code in three places only: the key's `Hash` (and the
+//! hasher's, if it is the caller's), the key's `Eq`, and the predicate given
+//! to a bulk removal. It
+//! never clones a key, and no operation drops a key or a payload: a replace
+//! keeps the key the heap holds and hands back the key it was given with
+//! the old payload ([`Inserted::Replaced`]), and removals hand out their
+//! entries. Each operation makes all of its calls into user code (hashing
+//! the key it was given, comparing it, running the predicate) before it
+//! changes anything; moving or removing an entry never hashes a key again,
+//! because each slot keeps its key's hash. So:
+//!
+//! **An operation that panics did not happen.** After the panic the heap
+//! holds what it held before the call, with the same stamps and the same
+//! next stamp, its invariants hold and every later operation works. This is
+//! true of every operation that takes `&mut self`, with no exception; what
+//! the call was given by value (the key and payload of
+//! [`insert`](IndexedHeap::insert) and [`try_insert`](IndexedHeap::try_insert),
+//! an entry put back) is dropped while the panic unwinds, as `std`'s
+//! collections do. A panic raised while the caller drops what an operation
+//! returned (a removed entry, a replaced payload, the key handed back)
+//! comes after the operation took effect. Allocation failure aborts the
+//! process, as in `std`.
+//!
+//! A key whose `Hash` or `Eq` is inconsistent (two equal keys hashing apart,
+//! or a hash that changes) cannot corrupt the tables either, since no move
+//! rehashes a key; it can only make lookups by that key miss, so that it may
+//! hold two entries. [`IndexedHeap::check_invariants`] reports that.
+//!
 //! This module has no synchronisation at all; [`crate::Scheduler`] and the pool
 //! wrap it in their own lock.
 
 mod index;
+#[cfg(test)]
+mod unwind_tests;
 
 use index::SlotIndex;
 use std::fmt;
@@ -55,6 +89,21 @@ const ARITY: usize = 4;
 
 /// The most entries a heap can hold: positions are stored as `u32`.
 pub const MAX_LEN: usize = u32::MAX as usize;
+
+/// `capacity` if it is a valid bound on the entries of a heap: positive and
+/// at most [`MAX_LEN`]. The one check of every owner's capacity setting.
+pub(crate) fn check_capacity(capacity: usize) -> Result<usize, crate::Error> {
+    if capacity == 0 {
+        return Err(crate::Error::ZeroCapacity);
+    }
+    if capacity > MAX_LEN {
+        return Err(crate::Error::CapacityTooLarge {
+            requested: capacity,
+            max: MAX_LEN,
+        });
+    }
+    Ok(capacity)
+}
 
 /// Tables at most this long are never shrunk.
 const FLOOR: usize = 1024;
@@ -78,13 +127,16 @@ impl Node {
     }
 }
 
-/// Key, payload and heap position of one entry.
+/// Key, payload, key hash and heap position of one entry.
 #[derive(Debug)]
 struct Slot<K, V> {
-    /// The entry's key (also hashed by the index).
+    /// The entry's key.
     key: K,
     /// The caller's payload.
     value: V,
+    /// The 32 bits of the key's hash the index files it under, kept so that
+    /// moving or removing the entry never hashes the key again.
+    hash: u32,
     /// Position of this entry's node in the heap array.
     pos: u32,
 }
@@ -97,6 +149,8 @@ impl<K, V> Slot<K, V> {
 }
 
 /// Buffers the heap gave up when it shrank, freed when this is dropped.
+/// They are empty (their entries moved to the new buffers), so dropping
+/// them runs no user code.
 ///
 /// Freeing a large buffer can stall the freeing thread for milliseconds on
 /// a virtual machine (the kernel must flush the other CPUs' address
@@ -104,7 +158,7 @@ impl<K, V> Slot<K, V> {
 /// with [`IndexedHeap::take_retired`] and drops them after unlocking. If
 /// the owner never takes them, the heap frees them itself at its next
 /// shrink.
-pub struct Retired<K, V> {
+pub(crate) struct Retired<K, V> {
     /// An emptied heap array.
     nodes: Vec<Node>,
     /// An emptied slot table.
@@ -123,7 +177,7 @@ impl<K, V> Retired<K, V> {
     }
 
     /// True when it holds no buffer.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.nodes.capacity() == 0 && self.slots.capacity() == 0 && self.index.capacity() == 0
     }
 }
@@ -153,13 +207,15 @@ pub struct Entry<K, V> {
 
 /// What [`IndexedHeap::insert`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inserted<V> {
+pub enum Inserted<K, V> {
     /// The key was new; the entry got this stamp.
     New {
         /// Stamp of the new entry.
         seq: u64,
     },
-    /// The key was present; its due time and payload were replaced in one step.
+    /// The key was present; its due time and payload were replaced in one
+    /// step. The heap keeps the key it held (as `HashMap::insert` does) and
+    /// gives back the one it was passed, so that the heap drops neither.
     Replaced {
         /// Stamp of the new entry.
         seq: u64,
@@ -169,12 +225,31 @@ pub enum Inserted<V> {
         old_seq: u64,
         /// Payload of the replaced entry.
         old: V,
+        /// The key passed to the insert, equal to the one the heap kept.
+        key: K,
     },
+}
+
+/// Where a key's entry is, found by the only steps of an insert that run
+/// user code (hashing the key and comparing it); valid until the heap
+/// changes. See [`IndexedHeap::probe`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Probe {
+    /// The 32 bits of the key's hash the index uses.
+    hash: u32,
+    /// The key's slot, if it has an entry.
+    slot: Option<u32>,
+    /// Length and next stamp of the heap when probed, to catch a stale probe.
+    #[cfg(debug_assertions)]
+    at: (usize, u64),
 }
 
 /// An indexed min-heap keyed by `K`, ordered by due time then insertion stamp.
 ///
 /// Insert, replace and remove-by-key are O(log n); [`peek`](Self::peek) is O(1).
+///
+/// A panic in a key's `Hash` or `Eq` leaves the heap as it was before the
+/// operation that ran it; see the [module docs](crate::heap#panics-in-user-code).
 ///
 /// # Examples
 ///
@@ -243,20 +318,20 @@ impl<K, V, S> IndexedHeap<K, V, S> {
     }
 }
 
-impl<K: Hash + Eq + Clone, V> Default for IndexedHeap<K, V> {
+impl<K: Hash + Eq, V> Default for IndexedHeap<K, V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: Hash + Eq + Clone, V> IndexedHeap<K, V> {
+impl<K: Hash + Eq, V> IndexedHeap<K, V> {
     /// An empty heap with the default hasher (foldhash, randomly seeded).
     pub fn new() -> Self {
         Self::with_hasher(DefaultState::default())
     }
 }
 
-impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
+impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// An empty heap whose index uses `hasher`.
     pub fn with_hasher(hasher: S) -> Self {
         IndexedHeap {
@@ -269,54 +344,116 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         }
     }
 
-    /// The slot of `key`, if present.
+    /// The 32 bits of `key`'s hash the index uses. Runs user code.
     #[inline]
-    fn find(&self, hash: u64, key: &K) -> Option<u32> {
+    fn hash_of(&self, key: &K) -> u32 {
+        index::short(self.hasher.hash_one(key))
+    }
+
+    /// The slot of `key`, if present. Runs user code and changes nothing.
+    #[inline]
+    fn find(&self, hash: u32, key: &K) -> Option<u32> {
         let slots = &self.slots;
         self.index.find(hash, |s| slots[s as usize].key() == key)
     }
 
     /// True when `key` has an entry.
     pub fn contains_key(&self, key: &K) -> bool {
-        self.find(self.hasher.hash_one(key), key).is_some()
+        self.find(self.hash_of(key), key).is_some()
     }
 
     /// Due time and stamp of `key`'s entry.
     pub fn get(&self, key: &K) -> Option<(i64, u64)> {
-        let slot = &self.slots[self.find(self.hasher.hash_one(key), key)? as usize];
+        let slot = &self.slots[self.find(self.hash_of(key), key)? as usize];
         let node = self.nodes[slot.pos as usize];
         Some((node.due, node.seq))
     }
 
-    /// Insert `key`, or replace its due time and payload if present.
+    /// Insert `key`, or replace its due time and payload if present (the
+    /// heap then keeps its own key and hands `key` back in
+    /// [`Inserted::Replaced`]).
     ///
     /// # Panics
     ///
-    /// Panics if the heap already holds [`MAX_LEN`] entries and `key` is new;
-    /// use [`try_insert`](Self::try_insert) to bound the size instead.
-    pub fn insert(&mut self, key: K, due: i64, value: V) -> Inserted<V> {
+    /// Panics if the heap already holds [`MAX_LEN`] entries and `key` is new
+    /// (after dropping `key` and `value`); use
+    /// [`try_insert`](Self::try_insert) to bound the size instead. A panic
+    /// in the key's `Hash` or `Eq` propagates; the heap is then unchanged.
+    pub fn insert(&mut self, key: K, due: i64, value: V) -> Inserted<K, V> {
         match self.try_insert(key, due, value, MAX_LEN) {
             Ok(done) => done,
-            Err(_) => panic!("IndexedHeap is full ({MAX_LEN} entries)"),
+            Err(refused) => {
+                // Dropped before panicking, so that a panicking drop does
+                // not run during the unwind.
+                drop(refused);
+                panic!("IndexedHeap is full ({MAX_LEN} entries)")
+            }
         }
     }
 
     /// Like [`insert`](Self::insert), but a new key is refused (and given
     /// back with its payload) when the heap already holds `limit` entries.
     /// Replacing a present key always succeeds.
+    ///
+    /// # Errors
+    ///
+    /// `key` and `value`, given back, when `key` is new and the heap holds
+    /// `limit` entries (or [`MAX_LEN`]); the heap is unchanged.
+    ///
+    /// # Panics
+    ///
+    /// A panic in the key's `Hash` or `Eq` propagates; the heap is then
+    /// unchanged.
+    #[inline]
     pub fn try_insert(
         &mut self,
         key: K,
         due: i64,
         value: V,
         limit: usize,
-    ) -> Result<Inserted<V>, (K, V)> {
-        let hash = self.hasher.hash_one(&key);
+    ) -> Result<Inserted<K, V>, (K, V)> {
+        let probe = self.probe(&key);
+        self.try_insert_probed(probe, key, due, value, limit)
+    }
+
+    /// The user-code half of an insert: hash `key` and look it up. An owner
+    /// that must not drop the key and payload while a panic unwinds through
+    /// its lock probes first (inside `catch_unwind`), then calls
+    /// [`try_insert_probed`](Self::try_insert_probed) before any other
+    /// change to the heap.
+    #[inline]
+    pub(crate) fn probe(&self, key: &K) -> Probe {
+        let hash = self.hash_of(key);
+        Probe {
+            hash,
+            slot: self.find(hash, key),
+            #[cfg(debug_assertions)]
+            at: (self.len(), self.next_seq),
+        }
+    }
+
+    /// The half of [`try_insert`](Self::try_insert) that runs no user code,
+    /// for `key` as `probe` found it in the unchanged heap.
+    #[inline]
+    pub(crate) fn try_insert_probed(
+        &mut self,
+        probe: Probe,
+        key: K,
+        due: i64,
+        value: V,
+        limit: usize,
+    ) -> Result<Inserted<K, V>, (K, V)> {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            probe.at,
+            (self.len(), self.next_seq),
+            "the heap changed since the probe"
+        );
         let seq = self.next_seq;
-        if let Some(slot) = self.find(hash, &key) {
+        if let Some(slot) = probe.slot {
             self.next_seq += 1;
             let s = &mut self.slots[slot as usize];
-            s.key = key;
+            debug_assert_eq!(s.hash, probe.hash, "probe of another key");
             let old = std::mem::replace(&mut s.value, value);
             let pos = s.pos as usize;
             let before = self.nodes[pos];
@@ -333,35 +470,44 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
                 old_due,
                 old_seq,
                 old,
+                key,
             });
         }
         if self.nodes.len() >= limit.min(MAX_LEN) {
             return Err((key, value));
         }
         self.next_seq += 1;
-        let pos = self.nodes.len();
-        let slot = self.alloc_slot(key, value, pos as u32);
-        self.index.insert(hash, slot);
-        self.nodes.push(Node { due, seq, slot });
-        self.sift_up(pos);
+        self.push(key, due, seq, value, probe.hash);
         Ok(Inserted::New { seq })
     }
 
-    /// Append an entry's slot and return its number.
-    fn alloc_slot(&mut self, key: K, value: V, pos: u32) -> u32 {
-        self.slots.push(Slot { key, value, pos });
-        (self.slots.len() - 1) as u32
+    /// Add an entry for a key known to be absent, filed under `hash`.
+    #[inline]
+    fn push(&mut self, key: K, due: i64, seq: u64, value: V, hash: u32) {
+        let pos = self.nodes.len();
+        debug_assert!(pos < MAX_LEN, "positions are u32");
+        debug_assert_eq!(self.slots.len(), pos);
+        self.slots.push(Slot {
+            key,
+            value,
+            hash,
+            pos: pos as u32,
+        });
+        let slot = pos as u32;
+        self.index.insert(hash, slot);
+        self.nodes.push(Node { due, seq, slot });
+        self.sift_up(pos);
     }
 
     /// The stamp the next insert or replace will get.
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq
     }
 
     /// Issue a stamp without inserting anything: for an entry that is
     /// claimed as it arrives and never enters the heap, so that no later
     /// entry gets the same stamp.
-    pub fn take_seq(&mut self) -> u64 {
+    pub(crate) fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         seq
@@ -370,27 +516,25 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Put back an entry taken out earlier, keeping its stamp (so its place
     /// among equal due times, and handles that name it by stamp, stay valid).
     /// Returns the entry if `key` is present now, or `seq` was never issued.
-    pub fn restore(&mut self, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
-        let hash = self.hasher.hash_one(&entry.key);
-        if entry.seq >= self.next_seq || self.find(hash, &entry.key).is_some() {
+    /// A panic in the key's `Hash` or `Eq` leaves the heap unchanged and
+    /// drops the entry.
+    pub(crate) fn restore(&mut self, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
+        if entry.seq >= self.next_seq {
             return Err(entry);
         }
-        let pos = self.nodes.len();
-        let slot = self.alloc_slot(entry.key, entry.value, pos as u32);
-        self.index.insert(hash, slot);
-        self.nodes.push(Node {
-            due: entry.due,
-            seq: entry.seq,
-            slot,
-        });
-        self.sift_up(pos);
+        let probe = self.probe(&entry.key);
+        if probe.slot.is_some() {
+            return Err(entry);
+        }
+        self.push(entry.key, entry.due, entry.seq, entry.value, probe.hash);
         Ok(())
     }
 
     /// Remove `key`'s entry.
     pub fn remove(&mut self, key: &K) -> Option<Entry<K, V>> {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash_of(key);
         let slots = &self.slots;
+        // Every key comparison happens before the index changes.
         let slot = self
             .index
             .remove(hash, |s| slots[s as usize].key() == key)?;
@@ -399,8 +543,8 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Remove `key`'s entry only if its stamp is `seq` (so a handle to a
     /// replaced entry cannot remove its replacement).
-    pub fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
-        let hash = self.hasher.hash_one(key);
+    pub(crate) fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
+        let hash = self.hash_of(key);
         let slot = self.find(hash, key)?;
         if self.nodes[self.slots[slot as usize].pos as usize].seq != seq {
             return None;
@@ -409,15 +553,15 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Some(self.take(slot))
     }
 
-    /// Remove and return the earliest entry.
+    /// Remove and return the earliest entry. Runs no user code.
     pub fn pop(&mut self) -> Option<Entry<K, V>> {
         let slot = self.nodes.first()?.slot;
-        let hash = self.hasher.hash_one(self.slots[slot as usize].key());
-        self.unindex(hash, slot);
+        self.unindex(self.slots[slot as usize].hash, slot);
         Some(self.take(slot))
     }
 
     /// Remove and return the earliest entry if its due time is `<= now`.
+    /// Runs no user code.
     pub fn pop_due(&mut self, now: i64) -> Option<Entry<K, V>> {
         match self.nodes.first() {
             Some(n) if n.due <= now => self.pop(),
@@ -426,8 +570,9 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
     }
 
     /// Remove every entry whose payload satisfies `pred`, in no particular
-    /// order. O(n + m log n) for m removals.
-    pub fn remove_where(&mut self, mut pred: impl FnMut(&V) -> bool) -> Vec<Entry<K, V>> {
+    /// order. O(n + m log n) for m removals. `pred` sees every payload
+    /// before anything is removed, so a panic in it removes nothing.
+    pub(crate) fn remove_where(&mut self, mut pred: impl FnMut(&V) -> bool) -> Vec<Entry<K, V>> {
         let doomed: Vec<u32> = (0..self.slots.len() as u32)
             .filter(|&s| pred(&self.slots[s as usize].value))
             .collect();
@@ -435,14 +580,13 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         // slot, which is never one still to be removed.
         let mut out = Vec::with_capacity(doomed.len());
         for &slot in doomed.iter().rev() {
-            let hash = self.hasher.hash_one(self.slots[slot as usize].key());
-            self.unindex(hash, slot);
+            self.unindex(self.slots[slot as usize].hash, slot);
             out.push(self.take(slot));
         }
         out
     }
 
-    /// Remove every entry, in heap order.
+    /// Remove every entry, in heap order. Runs no user code.
     pub fn drain(&mut self) -> Vec<Entry<K, V>> {
         let mut out = Vec::with_capacity(self.len());
         while let Some(e) = self.pop() {
@@ -453,7 +597,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// The buffers given up by shrinking since the last call, to drop
     /// outside the owner's lock; see [`Retired`].
-    pub fn take_retired(&mut self) -> Retired<K, V> {
+    pub(crate) fn take_retired(&mut self) -> Retired<K, V> {
         std::mem::replace(&mut self.retired, Retired::none())
     }
 
@@ -469,7 +613,13 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
             + self.retired.index.capacity() * size_of::<u64>()
     }
 
-    /// Check heap order, index agreement and lengths.
+    /// Check heap order, index agreement and lengths, then that every key
+    /// hashes to the hash its slot keeps and is found at its own slot (so
+    /// no key holds two entries).
+    ///
+    /// The structural checks run first and run no user code; the key checks
+    /// call each key's `Hash` and `Eq`, whose panics propagate (the heap is
+    /// only read).
     ///
     /// # Errors
     ///
@@ -504,28 +654,43 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
             if node.seq >= self.next_seq {
                 return Err(format!("stamp {} not below next_seq", node.seq));
             }
-            match self.find(self.hasher.hash_one(slot.key()), slot.key()) {
-                Some(s) if s == node.slot => {}
-                other => return Err(format!("index maps slot {}'s key to {other:?}", node.slot)),
+            if self.index.find(slot.hash, |s| s == node.slot) != Some(node.slot) {
+                return Err(format!("slot {} is not indexed under its hash", node.slot));
             }
         }
+        // With the lengths equal and every slot found, the index holds each
+        // slot exactly once.
         self.index.check(|h, s| match self.slots.get(s as usize) {
-            Some(slot) if SlotIndex::short(self.hasher.hash_one(slot.key())) == h => Ok(()),
+            Some(slot) if slot.hash == h => Ok(()),
             Some(_) => Err(format!("index holds slot {s} under a wrong hash")),
             None => Err(format!("index holds missing slot {s}")),
-        })
+        })?;
+        for (s, slot) in self.slots.iter().enumerate() {
+            let hash = self.hash_of(slot.key());
+            if hash != slot.hash {
+                return Err(format!("slot {s}'s key hashes apart from its stored hash"));
+            }
+            match self.find(hash, slot.key()) {
+                Some(found) if found as usize == s => {}
+                other => return Err(format!("index maps slot {s}'s key to {other:?}")),
+            }
+        }
+        Ok(())
     }
 
-    /// Remove `slot` from the index, given its key's hash.
-    fn unindex(&mut self, hash: u64, slot: u32) {
-        self.index.remove(hash, |s| s == slot);
+    /// Remove `slot` from the index, given its stored hash.
+    #[inline]
+    fn unindex(&mut self, hash: u32, slot: u32) {
+        let removed = self.index.remove(hash, |s| s == slot);
+        debug_assert_eq!(removed, Some(slot), "slot not indexed under its hash");
     }
 
     /// Take slot `slot` (already out of the index) out of the heap and the
-    /// slot table.
+    /// slot table. Runs no user code.
     fn take(&mut self, slot: u32) -> Entry<K, V> {
         let pos = self.slots[slot as usize].pos as usize;
         let node = self.nodes[pos];
+        debug_assert_eq!(node.slot, slot, "slot and node disagree");
         let last = self.nodes.pop().expect("a slot implies a node");
         if pos < self.nodes.len() {
             self.nodes[pos] = last;
@@ -539,11 +704,10 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         let taken = self.slots.swap_remove(slot as usize);
         if let Some(moved) = self.slots.get(slot as usize) {
             // The former last slot now lives at `slot`: repoint its node and
-            // its index bucket (found by its hash and old number).
+            // its index bucket (found by its stored hash and old number).
             let from = self.slots.len() as u32;
             self.nodes[moved.pos as usize].slot = slot;
-            let hash = self.hasher.hash_one(moved.key());
-            self.index.repoint(hash, from, slot);
+            self.index.repoint(moved.hash, from, slot);
         }
         self.maybe_shrink();
         Entry {
@@ -574,6 +738,11 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> IndexedHeap<K, V, S> {
         if let Some(index) = self.index.shrink_if_sparse() {
             shrunk.index = index;
         }
+        // Retired buffers hold no entry, so dropping them (here or in the
+        // owner) never runs user code.
+        debug_assert!(
+            shrunk.nodes.is_empty() && shrunk.slots.is_empty() && shrunk.index.is_empty()
+        );
         if !shrunk.is_empty() {
             // Keeps at most one generation: an owner that does not take
             // them frees the previous ones here.
@@ -656,6 +825,32 @@ mod tests {
         ));
         assert_eq!(h.len(), 2);
         assert_eq!(h.peek(), Some((3, &"a")));
+        h.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn replace_keeps_the_stored_key_and_hands_back_the_given_one() {
+        /// Equal by the number; the name tells instances apart.
+        #[derive(Debug)]
+        struct Named(u32, &'static str);
+        impl PartialEq for Named {
+            fn eq(&self, other: &Self) -> bool {
+                self.0 == other.0
+            }
+        }
+        impl Eq for Named {}
+        impl Hash for Named {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.0.hash(state);
+            }
+        }
+        let mut h = IndexedHeap::new();
+        h.insert(Named(1, "stored"), 5, 'a');
+        match h.insert(Named(1, "given"), 3, 'b') {
+            Inserted::Replaced { key, old, .. } => assert_eq!((key.1, old), ("given", 'a')),
+            other => panic!("expected a replace, got {other:?}"),
+        }
+        assert_eq!(h.peek().map(|(due, k)| (due, k.1)), Some((3, "stored")));
         h.check_invariants().unwrap();
     }
 

@@ -1,19 +1,26 @@
-//! The keyed core: a thread-safe delayed-task scheduler driven by its owner.
+//! A keyed delayed-task scheduler driven by its owner: a manual-drive
+//! sibling of the pool over the same heap, not its base.
 //!
 //! # Ground rules
 //!
 //! - One lock (`state`) guards the heap, the capacity and the stop latch.
-//! - User code never runs under it: callbacks run after [`Scheduler::run_due`]
-//!   released it, and replaced or cancelled closures are dropped after the
-//!   operation that removed them released it.
+//! - The only user code that runs under it is the key's `Hash` and `Eq`
+//!   (inside the heap) and the clock given to [`Scheduler::run`]. Callbacks
+//!   run after [`Scheduler::run_due`] released it, and every closure and key
+//!   the scheduler lets go of (replaced, cancelled, refused, run, or handed
+//!   back by a replace) is dropped after the operation that let go of it
+//!   released it, also when the key's `Hash` or `Eq` panicked.
+//! - The key's `Ord` runs only in `run_due`, outside the lock.
 //! - `wake` is notified, under the lock, whenever the earliest due time
-//!   changes or a stop is requested; only [`Scheduler::run`] waits on it.
+//!   changes (a schedule, a cancel, or the claim in `run_due`) or a stop is
+//!   requested; only [`Scheduler::run`] waits on it.
 
-use crate::heap::{IndexedHeap, Inserted, MAX_LEN};
+use crate::heap::{check_capacity, Entry, IndexedHeap, Inserted};
 use crate::sync::{Condvar, Mutex};
 use crate::Error;
 use std::fmt;
 use std::hash::Hash;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 /// A boxed callback.
@@ -42,7 +49,29 @@ struct State<K> {
 ///
 /// At most one task is pending per key; scheduling a pending key replaces it.
 /// Due times are plain `i64`s in units the caller chooses. Nothing runs until
-/// the owner calls [`run_due`](Self::run_due) (or [`run`](Self::run)).
+/// the owner calls [`run_due`](Self::run_due) (or [`run`](Self::run)), which
+/// runs the due tasks ordered by due time, then key.
+///
+/// # Panics in user code
+///
+/// The scheduler never aborts the process and never loses a pending task
+/// to a panic in user code:
+///
+/// - A panic in the key's `Hash` or `Eq` propagates from the call that ran
+///   it ([`schedule`](Self::schedule), [`cancel`](Self::cancel)). That call
+///   changed nothing; the closure and key it was given are dropped after
+///   the lock is released.
+/// - The key's `Ord` only orders tasks due at the same time within one
+///   `run_due`. If it panics (or the sort finds it is not a total order),
+///   that `run_due` runs its tasks in due-time order and, for equal due
+///   times, in the order they were scheduled; the panic is reported by the
+///   panic hook and goes no further. An inconsistent `Ord` that does not
+///   panic leaves tasks with equal due times in an unspecified order. Either
+///   way every claimed task runs.
+/// - A panicking callback propagates out of `run_due`; see its `# Panics`.
+/// - A panic while dropping a replaced, cancelled or refused closure, or a
+///   key handed back, propagates after the operation took effect and after
+///   everything else it let go of was dropped.
 ///
 /// # Examples
 ///
@@ -82,7 +111,7 @@ impl<K> fmt::Debug for Scheduler<K> {
     }
 }
 
-impl<K: Ord + Hash + Clone + Send + 'static> Scheduler<K> {
+impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// A scheduler holding at most `capacity` pending keys.
     ///
     /// # Errors
@@ -95,19 +124,10 @@ impl<K: Ord + Hash + Clone + Send + 'static> Scheduler<K> {
     /// assert_eq!(Scheduler::<u64>::new(0).unwrap_err(), Error::ZeroCapacity);
     /// ```
     pub fn new(capacity: usize) -> Result<Self, Error> {
-        if capacity == 0 {
-            return Err(Error::ZeroCapacity);
-        }
-        if capacity > MAX_LEN {
-            return Err(Error::CapacityTooLarge {
-                requested: capacity,
-                max: MAX_LEN,
-            });
-        }
         Ok(Scheduler {
             state: Mutex::new(State {
                 heap: IndexedHeap::new(),
-                capacity,
+                capacity: check_capacity(capacity)?,
                 stop: false,
             }),
             wake: Condvar::new(),
@@ -117,33 +137,53 @@ impl<K: Ord + Hash + Clone + Send + 'static> Scheduler<K> {
     /// Schedule `task` under `key` at `due`, replacing the pending task of
     /// `key` (due time and callback, in one step) if there is one.
     ///
-    /// A replaced callback is dropped unrun, after the lock is released.
+    /// A replaced callback is dropped unrun, after the lock is released, and
+    /// so is `key` itself: the scheduler keeps the key it already held.
     ///
     /// # Errors
     ///
     /// [`Error::CapacityReached`] if `key` is new and `capacity` keys are
-    /// pending; nothing changes and `task` is dropped.
+    /// pending; nothing changes and `task` and `key` are dropped.
+    ///
+    /// # Panics
+    ///
+    /// A panic in the key's `Hash` or `Eq` propagates; nothing changed, and
+    /// `task` and `key` are dropped after the lock is released. A panic
+    /// while dropping the replaced callback or `key` propagates after the
+    /// replace took effect.
     pub fn schedule<F>(&self, key: K, due: i64, task: F) -> Result<Scheduled, Error>
     where
         F: FnOnce() + Send + 'static,
     {
         let task: Task = Box::new(task);
         let mut st = self.state.lock();
+        // The only user code of an insert: run it where a panic can be
+        // caught, so that the key and closure are dropped after unlocking.
+        let probe = match catch_unwind(AssertUnwindSafe(|| st.heap.probe(&key))) {
+            Ok(probe) => probe,
+            Err(panic) => {
+                drop(st);
+                drop_quietly(task);
+                drop_quietly(key);
+                resume_unwind(panic)
+            }
+        };
         let head = st.heap.peek_due();
         let capacity = st.capacity;
-        let result = st.heap.try_insert(key, due, task, capacity);
+        let result = st.heap.try_insert_probed(probe, key, due, task, capacity);
+        debug_assert!(st.heap.len() <= capacity, "more pending than capacity");
         if st.heap.peek_due() != head {
             self.wake.notify_all();
         }
         drop(st);
         match result {
             Ok(Inserted::New { .. }) => Ok(Scheduled::Inserted),
-            Ok(Inserted::Replaced { old, .. }) => {
-                drop(old);
+            Ok(Inserted::Replaced { old, key, .. }) => {
+                drop_both(old, key);
                 Ok(Scheduled::Replaced)
             }
-            Err((_key, task)) => {
-                drop(task);
+            Err((key, task)) => {
+                drop_both(task, key);
                 Err(Error::CapacityReached { capacity })
             }
         }
@@ -152,18 +192,34 @@ impl<K: Ord + Hash + Clone + Send + 'static> Scheduler<K> {
     /// Cancel `key`'s pending task. True iff it was pending; it will then never
     /// run. A task already claimed by [`run_due`](Self::run_due) cannot be
     /// stopped: cancel returns false.
+    ///
+    /// The cancelled closure and its key are dropped after the lock is
+    /// released.
+    ///
+    /// # Panics
+    ///
+    /// A panic in the key's `Hash` or `Eq` propagates; nothing changed. A
+    /// panic while dropping the cancelled closure or its key propagates
+    /// after the cancel took effect.
     pub fn cancel(&self, key: &K) -> bool {
-        let mut st = self.state.lock();
-        let head = st.heap.peek_due();
-        let removed = st.heap.remove(key);
-        if st.heap.peek_due() != head {
-            self.wake.notify_all();
-        }
-        let retired = st.heap.take_retired();
-        drop(st);
-        // Freed outside the lock, as is the removed closure.
+        let (removed, retired) = {
+            let mut st = self.state.lock();
+            let head = st.heap.peek_due();
+            let removed = st.heap.remove(key);
+            if st.heap.peek_due() != head {
+                self.wake.notify_all();
+            }
+            (removed, st.heap.take_retired())
+        };
+        // Freed outside the lock, as is the removed entry.
         drop(retired);
-        removed.is_some()
+        match removed {
+            Some(entry) => {
+                drop_both(entry.value, entry.key);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The earliest pending due time, in O(1).
@@ -185,29 +241,39 @@ impl<K: Ord + Hash + Clone + Send + 'static> Scheduler<K> {
     /// outside the lock ordered by due time, then key. Returns how many ran.
     ///
     /// Callbacks may call `schedule` and `cancel` on this scheduler; what they
-    /// schedule is not part of this snapshot even if already due.
+    /// schedule is not part of this snapshot even if already due. Each key is
+    /// dropped after its callback returned.
     ///
     /// # Panics
     ///
-    /// A panicking callback propagates to the caller; the rest of the
-    /// snapshot is dropped unrun (each closure exactly once) and the scheduler
-    /// stays usable.
+    /// A panicking callback (or a panic while dropping the key of a task
+    /// that ran) propagates to the caller once the rest of the snapshot has
+    /// been dropped unrun, each closure and key exactly once. Panics while
+    /// dropping that rest are contained (the panic hook reports them), so
+    /// the process never aborts, and the scheduler stays usable.
+    ///
+    /// A panic in the key's `Ord` does not propagate and costs no task its
+    /// run: if ordering equal due times by key panics (or the sort finds
+    /// the `Ord` is not a total order), this snapshot runs in due-time
+    /// order, ties in the order they were scheduled. See
+    /// [Panics in user code](Self#panics-in-user-code).
     pub fn run_due(&self, now: i64) -> usize {
         let mut batch = Vec::new();
         let retired = {
             let mut st = self.state.lock();
+            let head = st.heap.peek_due();
+            // Popping runs no user code, so the claim is one step.
             while let Some(e) = st.heap.pop_due(now) {
                 batch.push(e);
+            }
+            if st.heap.peek_due() != head {
+                self.wake.notify_all();
             }
             st.heap.take_retired()
         };
         drop(retired);
-        batch.sort_unstable_by(|a, b| (a.due, &a.key).cmp(&(b.due, &b.key)));
-        let n = batch.len();
-        for e in batch {
-            (e.value)();
-        }
-        n
+        order_by_key(&mut batch);
+        run_in_order(batch)
     }
 
     /// Drive the scheduler on this thread until [`stop`](Self::stop):
@@ -279,12 +345,180 @@ impl<K: Ord + Hash + Clone + Send + 'static> Scheduler<K> {
         self.wake.notify_all();
     }
 
-    /// Check the heap and index invariants (for tests).
+    /// Check the heap and index invariants under the lock.
     ///
-    /// # Errors
-    ///
-    /// A description of the first broken invariant.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    /// Test-only, so that it is no part of the public surface: the
+    /// scheduler's own invariants are the heap's, which the heap's public
+    /// [`IndexedHeap::check_invariants`] and its oracle tests cover, and
+    /// what the scheduler adds (run order, drops, the lock) is observable
+    /// through its public methods, which `tests/scheduler.rs` and
+    /// `tests/oracle.rs` check. The unit tests below use it where only the
+    /// heap's state can show a fault.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
         self.state.lock().heap.check_invariants()
+    }
+}
+
+/// Sort each run of equal due times by key. `batch` comes in claim order,
+/// `(due, seq)`, so only ties need the key's `Ord`. A sort that panics
+/// (a panicking `Ord`, or one the sort finds is not a total order) leaves a
+/// permutation of its input: the claim order is then put back.
+fn order_by_key<K: Ord>(batch: &mut [Entry<K, Task>]) {
+    debug_assert!(
+        batch
+            .windows(2)
+            .all(|w| (w[0].due, w[0].seq) < (w[1].due, w[1].seq)),
+        "a claim comes out of the heap in (due, seq) order"
+    );
+    let sorted = catch_unwind(AssertUnwindSafe(|| {
+        for ties in batch.chunk_by_mut(|a, b| a.due == b.due) {
+            ties.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+    }));
+    if let Err(panic) = sorted {
+        batch.sort_unstable_by_key(|e| (e.due, e.seq));
+        drop_quietly(panic);
+    }
+}
+
+/// Run each task of `batch` in order and drop its key; returns how many
+/// ran. On the first panic, drop the rest quietly, then resume it.
+fn run_in_order<K>(batch: Vec<Entry<K, Task>>) -> usize {
+    let mut ran = 0;
+    let mut rest = batch.into_iter();
+    while let Some(Entry { key, value, .. }) = rest.next() {
+        let outcome = match catch_unwind(AssertUnwindSafe(value)) {
+            Ok(()) => {
+                ran += 1;
+                catch_unwind(AssertUnwindSafe(move || drop(key)))
+            }
+            Err(panic) => {
+                drop_quietly(key);
+                Err(panic)
+            }
+        };
+        if let Err(panic) = outcome {
+            for e in rest.by_ref() {
+                drop_quietly(e.value);
+                drop_quietly(e.key);
+            }
+            resume_unwind(panic);
+        }
+    }
+    ran
+}
+
+/// Drop `value`, containing a panic in its drop (the panic hook has
+/// reported it); a payload that panics when dropped is leaked.
+fn drop_quietly<T>(value: T) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(panic))) {
+            std::mem::forget(again);
+        }
+    }
+}
+
+/// Drop `first`, then `second`, each exactly once; a panic in either
+/// propagates after both were dropped (the first, if both panic).
+fn drop_both<A, B>(first: A, second: B) {
+    let a = catch_unwind(AssertUnwindSafe(move || drop(first)));
+    let b = catch_unwind(AssertUnwindSafe(move || drop(second)));
+    match (a, b) {
+        (Err(panic), b) => {
+            if let Err(again) = b {
+                drop_quietly(again);
+            }
+            resume_unwind(panic)
+        }
+        (Ok(()), Err(panic)) => resume_unwind(panic),
+        (Ok(()), Ok(())) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::collections::BTreeMap;
+
+    thread_local! {
+        /// Hash calls counted so far on this thread.
+        static HASHES: Cell<u64> = const { Cell::new(0) };
+        /// The counted call that panics, 1-based; 0 for none.
+        static TRIP: Cell<u64> = const { Cell::new(0) };
+        /// Whether hash calls are counted: off while the test checks.
+        static ARMED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// A key whose `Hash` panics at the `TRIP`-th counted call.
+    #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+    struct Key(u32);
+
+    impl Hash for Key {
+        fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+            if ARMED.get() {
+                let n = HASHES.get() + 1;
+                HASHES.set(n);
+                if n == TRIP.get() {
+                    panic!("hash call {n}");
+                }
+            }
+            self.0.hash(state);
+        }
+    }
+
+    /// Schedule, cancel and run a fixed sequence with the `trip`-th hash
+    /// panicking, checking the heap and a model after every step; returns
+    /// the hash calls made and how many steps panicked.
+    fn steps(trip: u64) -> (u64, usize) {
+        HASHES.set(0);
+        TRIP.set(trip);
+        let capacity = 6;
+        let s = Scheduler::new(capacity).unwrap();
+        let mut model: BTreeMap<u32, i64> = BTreeMap::new();
+        let mut panics = 0;
+        for i in 0..80u32 {
+            let (key, due) = (i * 7 % 9, i64::from(i * 5 % 11));
+            ARMED.set(true);
+            let r = catch_unwind(AssertUnwindSafe(|| match i % 4 {
+                0 | 1 => s.schedule(Key(key), due, || {}).is_ok(),
+                2 => s.cancel(&Key(key)),
+                _ => s.run_due(due) > 0,
+            }));
+            ARMED.set(false);
+            match (i % 4, r) {
+                // A panicking step changed nothing.
+                (_, Err(_)) => panics += 1,
+                (0 | 1, Ok(true)) => {
+                    model.insert(key, due);
+                }
+                (0 | 1, Ok(false)) => {
+                    assert!(model.len() == capacity && !model.contains_key(&key));
+                }
+                (2, Ok(removed)) => assert_eq!(removed, model.remove(&key).is_some()),
+                (_, Ok(_)) => model.retain(|_, d| *d > due),
+            }
+            if let Err(e) = s.check_invariants() {
+                panic!("trip {trip} step {i}: {e}");
+            }
+            assert_eq!(s.len(), model.len(), "trip {trip} step {i}");
+            assert_eq!(
+                s.next(),
+                model.values().min().copied(),
+                "trip {trip} step {i}"
+            );
+        }
+        (HASHES.get(), panics)
+    }
+
+    #[test]
+    fn a_key_hash_panicking_at_any_call_changes_nothing() {
+        let (calls, panics) = steps(0);
+        assert_eq!(panics, 0);
+        assert!(calls > 40, "{calls} hash calls");
+        for trip in 1..=calls {
+            assert_eq!(steps(trip).1, 1, "trip {trip}");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Tests for the heap and the scheduler against a plain map oracle over long
-//! random operation sequences, with the invariants checked after every step.
+//! random operation sequences: the heap's invariants are checked after every
+//! step, the scheduler's through what its methods report.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -146,9 +147,6 @@ fn scheduler_against_map(seed: u64) {
             }
         }
         assert_eq!(s.len(), model.len(), "{}", ctx());
-        if let Err(e) = s.check_invariants() {
-            panic!("{}: {e}", ctx());
-        }
     }
 }
 

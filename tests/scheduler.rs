@@ -1,8 +1,8 @@
-//! Tests for the keyed core: the rules of `Scheduler`, one test per rule.
+//! Tests for the manual-drive `Scheduler`: its rules, one test per rule.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use timerpool::{Error, Scheduled, Scheduler};
 
@@ -34,7 +34,6 @@ fn worked_example_replaces_instead_of_duplicating() {
         s.schedule("a", 3, log_task(&log, "a@3")),
         Ok(Scheduled::Replaced)
     );
-    s.check_invariants().unwrap();
     assert_eq!(s.len(), 2);
     assert_eq!(s.next(), Some(3));
     assert_eq!(s.run_due(4), 1);
@@ -44,7 +43,6 @@ fn worked_example_replaces_instead_of_duplicating() {
     assert!(!s.cancel(&"b"));
     // The ghost at 10 never runs: the replace moved a's single entry.
     assert_eq!(entries(&log), vec!["a@3"]);
-    s.check_invariants().unwrap();
 }
 
 #[test]
@@ -64,7 +62,6 @@ fn moving_a_task_later_changes_the_next_deadline() {
     assert_eq!(s.next(), Some(10));
     s.schedule("A", 30, log_task(&log, "A")).unwrap();
     assert_eq!(s.next(), Some(20));
-    s.check_invariants().unwrap();
 }
 
 #[test]
@@ -232,7 +229,6 @@ fn panicking_callback_propagates_and_rest_of_snapshot_is_dropped_once() {
     assert_eq!(s.next(), Some(9));
     assert_eq!(s.run_due(9), 1);
     assert_eq!(drops.load(Ordering::SeqCst), 5);
-    s.check_invariants().unwrap();
 }
 
 #[test]
@@ -359,4 +355,347 @@ fn run_loop_with_a_counter_clock_re_reads_it() {
     rx.recv_timeout(Duration::from_secs(20))
         .expect("ran once the clock read 5");
     driver.join().unwrap().unwrap();
+}
+
+/// Panics when dropped.
+struct DropBomb(Arc<AtomicUsize>);
+impl Drop for DropBomb {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        panic!("closure dropped");
+    }
+}
+
+#[test]
+fn panicking_callback_then_panicking_drop_in_the_rest_does_not_abort() {
+    let s = Scheduler::new(8).unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    s.schedule(1, 1, || panic!("callback 1 failed")).unwrap();
+    for key in [2, 3] {
+        let bomb = DropBomb(drops.clone());
+        s.schedule(key, 2, move || drop(bomb)).unwrap();
+    }
+    let quiet = DropCount(drops.clone());
+    s.schedule(4, 3, move || drop(quiet)).unwrap();
+    // The rest of the snapshot is dropped while the first panic is in hand:
+    // two closures panic in their drop, and the process must not abort.
+    let err = catch_unwind(AssertUnwindSafe(|| s.run_due(3))).unwrap_err();
+    assert_eq!(err.downcast_ref::<&str>(), Some(&"callback 1 failed"));
+    assert_eq!(drops.load(Ordering::SeqCst), 3, "each closure dropped once");
+    assert!(s.is_empty());
+    s.schedule(5, 5, || {}).unwrap();
+    assert_eq!(s.run_due(5), 1);
+}
+
+/// A key that counts its drops and panics in them if its id is 100 or more.
+struct BombKey(u32, Arc<AtomicUsize>);
+impl PartialEq for BombKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for BombKey {}
+impl PartialOrd for BombKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for BombKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+impl std::hash::Hash for BombKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+impl Drop for BombKey {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        if self.0 >= 100 {
+            panic!("key {} dropped", self.0);
+        }
+    }
+}
+
+#[test]
+fn keys_that_panic_on_drop_after_a_panicking_callback_do_not_abort() {
+    let s = Scheduler::new(8).unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let key = |id| BombKey(id, drops.clone());
+    s.schedule(key(1), 1, || panic!("callback failed")).unwrap();
+    s.schedule(key(101), 2, || {}).unwrap();
+    s.schedule(key(102), 3, || {}).unwrap();
+    let err = catch_unwind(AssertUnwindSafe(|| s.run_due(3))).unwrap_err();
+    assert_eq!(err.downcast_ref::<&str>(), Some(&"callback failed"));
+    assert_eq!(drops.load(Ordering::SeqCst), 3, "each key dropped once");
+    assert!(s.is_empty());
+}
+
+#[test]
+fn a_key_that_panics_on_drop_after_its_callback_propagates_once_the_rest_is_dropped() {
+    let s = Scheduler::new(8).unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = |ran: &Arc<AtomicUsize>| {
+        let ran = ran.clone();
+        move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        }
+    };
+    s.schedule(BombKey(100, drops.clone()), 1, counted(&ran))
+        .unwrap();
+    s.schedule(BombKey(101, drops.clone()), 2, counted(&ran))
+        .unwrap();
+    let err = catch_unwind(AssertUnwindSafe(|| s.run_due(2))).unwrap_err();
+    assert_eq!(
+        err.downcast_ref::<String>().map(String::as_str),
+        Some("key 100 dropped")
+    );
+    // Task 100 ran and its key's drop panicked: task 101 was dropped unrun.
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+}
+
+/// A key whose `cmp` panics.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PanickyOrd(u32);
+impl PartialOrd for PanickyOrd {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for PanickyOrd {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        panic!("cmp of a key")
+    }
+}
+
+#[test]
+fn a_panicking_key_order_runs_the_snapshot_in_due_then_schedule_order() {
+    let s = Scheduler::new(16).unwrap();
+    let log = Log::default();
+    for (key, due) in [(5, 2), (3, 1), (9, 2), (1, 1), (7, 3)] {
+        s.schedule(
+            PanickyOrd(key),
+            due,
+            log_task(&log, &format!("{key}@{due}")),
+        )
+        .unwrap();
+    }
+    // Nothing is dropped unrun: ties keep the order they were scheduled in.
+    assert_eq!(s.run_due(3), 5);
+    assert_eq!(entries(&log), vec!["3@1", "1@1", "5@2", "9@2", "7@3"]);
+    assert!(s.is_empty());
+}
+
+/// A key whose `Ord` is not an order: each pair of ids gets a fixed but
+/// arbitrary answer, neither antisymmetric nor transitive.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ChaoticOrd(u32);
+impl PartialOrd for ChaoticOrd {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ChaoticOrd {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let pair = (u64::from(self.0) << 32) | u64::from(other.0);
+        [Less, Greater, Equal][(pair.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize % 3]
+    }
+}
+
+#[test]
+fn an_inconsistent_key_order_still_runs_every_due_task_in_due_order() {
+    let s = Scheduler::new(1024).unwrap();
+    let log: Arc<Mutex<Vec<(u32, i64)>>> = Arc::default();
+    let n = 600u32;
+    for key in 0..n {
+        let due = i64::from(key * 7919 % 13);
+        let log = log.clone();
+        s.schedule(ChaoticOrd(key), due, move || {
+            log.lock().unwrap().push((key, due))
+        })
+        .unwrap();
+    }
+    assert_eq!(s.run_due(100), n as usize);
+    let ran = log.lock().unwrap().clone();
+    assert!(
+        ran.windows(2).all(|w| w[0].1 <= w[1].1),
+        "due order broken: {ran:?}"
+    );
+    let mut keys: Vec<u32> = ran.iter().map(|&(k, _)| k).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, (0..n).collect::<Vec<_>>(), "each task ran once");
+}
+
+/// Records, when dropped, whether the scheduler's lock was free: another
+/// thread tries to take it, and is given a generous bound.
+struct LockProbe {
+    scheduler: Weak<Scheduler<ProbedKey>>,
+    name: &'static str,
+    seen: Arc<Mutex<Vec<(&'static str, bool)>>>,
+}
+impl Drop for LockProbe {
+    fn drop(&mut self) {
+        let Some(s) = self.scheduler.upgrade() else {
+            return;
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            s.len();
+            let _ = tx.send(());
+        });
+        let free = rx.recv_timeout(Duration::from_secs(10)).is_ok();
+        self.seen.lock().unwrap().push((self.name, free));
+    }
+}
+
+/// A key identified by `id` that carries a [`LockProbe`], and whose `Hash`
+/// panics if `bad_hash`.
+struct ProbedKey {
+    id: u32,
+    bad_hash: bool,
+    _probe: LockProbe,
+}
+impl PartialEq for ProbedKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+impl Eq for ProbedKey {}
+impl PartialOrd for ProbedKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ProbedKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.id.cmp(&other.id)
+    }
+}
+impl std::hash::Hash for ProbedKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        if self.bad_hash {
+            panic!("hash of key {}", self.id);
+        }
+        self.id.hash(state);
+    }
+}
+
+type Seen = Arc<Mutex<Vec<(&'static str, bool)>>>;
+
+/// A scheduler of probed keys, and a maker of probes for it.
+fn probed() -> (Arc<Scheduler<ProbedKey>>, Seen) {
+    (Arc::new(Scheduler::new(2).unwrap()), Seen::default())
+}
+
+fn probe(s: &Arc<Scheduler<ProbedKey>>, seen: &Seen, name: &'static str) -> LockProbe {
+    LockProbe {
+        scheduler: Arc::downgrade(s),
+        name,
+        seen: seen.clone(),
+    }
+}
+
+fn key(s: &Arc<Scheduler<ProbedKey>>, seen: &Seen, id: u32, name: &'static str) -> ProbedKey {
+    ProbedKey {
+        id,
+        bad_hash: false,
+        _probe: probe(s, seen, name),
+    }
+}
+
+fn closure(s: &Arc<Scheduler<ProbedKey>>, seen: &Seen, name: &'static str) -> impl FnOnce() {
+    let p = probe(s, seen, name);
+    move || drop(p)
+}
+
+/// What was dropped since the last call, sorted by name.
+fn take(seen: &Seen) -> Vec<(&'static str, bool)> {
+    let mut seen = std::mem::take(&mut *seen.lock().unwrap());
+    seen.sort_unstable();
+    seen
+}
+
+#[test]
+fn replacing_a_key_drops_the_old_closure_and_the_spare_key_after_unlocking() {
+    let (s, seen) = probed();
+    s.schedule(
+        key(&s, &seen, 1, "first key"),
+        5,
+        closure(&s, &seen, "first task"),
+    )
+    .unwrap();
+    let r = s.schedule(
+        key(&s, &seen, 1, "second key"),
+        6,
+        closure(&s, &seen, "second task"),
+    );
+    assert_eq!(r, Ok(Scheduled::Replaced));
+    // The scheduler keeps the key it held and lets go of the one passed in.
+    assert_eq!(
+        take(&seen),
+        vec![("first task", true), ("second key", true)]
+    );
+    assert_eq!(s.run_due(6), 1);
+    assert_eq!(
+        take(&seen),
+        vec![("first key", true), ("second task", true)]
+    );
+}
+
+#[test]
+fn cancelled_refused_and_run_tasks_drop_closure_and_key_after_unlocking() {
+    let (s, seen) = probed();
+    s.schedule(key(&s, &seen, 1, "key 1"), 5, closure(&s, &seen, "task 1"))
+        .unwrap();
+    s.schedule(key(&s, &seen, 2, "key 2"), 5, closure(&s, &seen, "task 2"))
+        .unwrap();
+    let refused = s.schedule(key(&s, &seen, 3, "key 3"), 5, closure(&s, &seen, "task 3"));
+    assert_eq!(refused, Err(Error::CapacityReached { capacity: 2 }));
+    assert_eq!(take(&seen), vec![("key 3", true), ("task 3", true)]);
+    assert!(s.cancel(&key(&s, &seen, 1, "lookup")));
+    assert_eq!(
+        take(&seen),
+        vec![("key 1", true), ("lookup", true), ("task 1", true)]
+    );
+    assert_eq!(s.run_due(5), 1);
+    assert_eq!(take(&seen), vec![("key 2", true), ("task 2", true)]);
+}
+
+#[test]
+fn a_panicking_key_hash_changes_nothing_and_drops_key_and_closure_after_unlocking() {
+    let (s, seen) = probed();
+    s.schedule(key(&s, &seen, 1, "key 1"), 5, closure(&s, &seen, "task 1"))
+        .unwrap();
+    let bad = ProbedKey {
+        id: 1,
+        bad_hash: true,
+        _probe: probe(&s, &seen, "bad key"),
+    };
+    let err = catch_unwind(AssertUnwindSafe(|| {
+        s.schedule(bad, 1, closure(&s, &seen, "bad task"))
+    }))
+    .unwrap_err();
+    assert_eq!(
+        err.downcast_ref::<String>().map(String::as_str),
+        Some("hash of key 1")
+    );
+    assert_eq!(take(&seen), vec![("bad key", true), ("bad task", true)]);
+    // Nothing changed, and the scheduler works.
+    assert_eq!((s.len(), s.next()), (1, Some(5)));
+    let bad = ProbedKey {
+        id: 1,
+        bad_hash: true,
+        _probe: probe(&s, &seen, "bad lookup"),
+    };
+    assert!(catch_unwind(AssertUnwindSafe(|| s.cancel(&bad))).is_err());
+    drop(bad);
+    assert_eq!(take(&seen), vec![("bad lookup", true)]);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s.run_due(5), 1);
+    assert_eq!(take(&seen), vec![("key 1", true), ("task 1", true)]);
 }

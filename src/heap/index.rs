@@ -1,11 +1,15 @@
 //! Open-addressing hash index from a key's hash to a slot number, with linear
 //! probing and backward-shift deletion (no tombstones).
 //!
-//! Each bucket is one `u64`: the key hash's low 32 bits beside the slot
+//! Each bucket is one `u64`: 32 bits of the key's hash beside the slot
 //! number, so a probe compares hashes inside the bucket's cache line and
 //! reads a slot (to compare the key) only on a 32-bit hash match, and a
 //! resize re-places buckets from the stored hash without touching any key.
 //! A lookup costs about one cache miss in the index plus the slot's own.
+//!
+//! The index never sees a key: it takes those 32 bits (see [`short`]) and
+//! asks its caller to compare keys, so every call into user code happens in
+//! the caller, before the caller changes anything.
 
 /// An empty bucket.
 const EMPTY: u64 = u64::MAX;
@@ -23,10 +27,10 @@ pub(super) struct SlotIndex {
     len: usize,
 }
 
-/// The part of a 64-bit hash the index keeps.
+/// The part of a 64-bit hash the index keeps: the high half (foldhash and
+/// SipHash mix both halves well).
 #[inline]
-fn h32(hash: u64) -> u32 {
-    // The high half: foldhash and SipHash mix both halves well.
+pub(super) fn short(hash: u64) -> u32 {
     (hash >> 32) as u32
 }
 
@@ -63,18 +67,18 @@ impl SlotIndex {
 
     /// The slot whose hash matches and for which `is_key` holds.
     #[inline]
-    pub(super) fn find(&self, hash: u64, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
-        self.find_bucket(hash, is_key)
+    pub(super) fn find(&self, h: u32, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.find_bucket(h, is_key)
             .map(|i| slot_of(self.buckets[i]))
     }
 
-    /// The bucket holding a slot with a matching hash for which `is_key` holds.
+    /// The bucket holding a slot with a matching hash for which `is_key`
+    /// holds. Reads only: a panic in `is_key` leaves the index as it was.
     #[inline]
-    fn find_bucket(&self, hash: u64, mut is_key: impl FnMut(u32) -> bool) -> Option<usize> {
+    fn find_bucket(&self, h: u32, mut is_key: impl FnMut(u32) -> bool) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
-        let h = h32(hash);
         let mask = self.mask();
         let mut i = h as usize & mask;
         loop {
@@ -89,8 +93,9 @@ impl SlotIndex {
         }
     }
 
-    /// Add `slot` under `hash`; the caller guarantees its key is absent.
-    pub(super) fn insert(&mut self, hash: u64, slot: u32) {
+    /// Add `slot` under the hash bits `h`; the caller guarantees its key is
+    /// absent.
+    pub(super) fn insert(&mut self, h: u32, slot: u32) {
         if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
             let _ = self.resize(
                 ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
@@ -98,7 +103,8 @@ impl SlotIndex {
                     .max(16),
             );
         }
-        self.place(pack(h32(hash), slot));
+        debug_assert!(self.len < self.buckets.len(), "a full index cannot probe");
+        self.place(pack(h, slot));
         self.len += 1;
     }
 
@@ -113,18 +119,21 @@ impl SlotIndex {
         self.buckets[i] = b;
     }
 
-    /// Remove the entry for which `is_key` holds; returns its slot.
-    pub(super) fn remove(&mut self, hash: u64, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
-        let i = self.find_bucket(hash, is_key)?;
+    /// Remove the entry for which `is_key` holds; returns its slot. Every
+    /// call of `is_key` comes before the index changes.
+    pub(super) fn remove(&mut self, h: u32, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
+        let i = self.find_bucket(h, is_key)?;
         let slot = slot_of(self.buckets[i]);
         self.erase(i);
         Some(slot)
     }
 
-    /// Point the entry of slot `old` (under `hash`) at slot `new` instead.
-    pub(super) fn repoint(&mut self, hash: u64, old: u32, new: u32) {
-        if let Some(i) = self.find_bucket(hash, |s| s == old) {
-            self.buckets[i] = pack(h32(hash), new);
+    /// Point the entry of slot `old` (under `h`) at slot `new` instead.
+    pub(super) fn repoint(&mut self, h: u32, old: u32, new: u32) {
+        let found = self.find_bucket(h, |s| s == old);
+        debug_assert!(found.is_some(), "slot {old} is not indexed under its hash");
+        if let Some(i) = found {
+            self.buckets[i] = pack(h, new);
         }
     }
 
@@ -199,11 +208,6 @@ impl SlotIndex {
         }
         Ok(())
     }
-
-    /// The 32 bits of `hash` the index keeps.
-    pub(super) fn short(hash: u64) -> u32 {
-        h32(hash)
-    }
 }
 
 #[cfg(test)]
@@ -213,8 +217,8 @@ mod tests {
     #[test]
     fn insert_find_remove_against_a_vector() {
         let mut ix = SlotIndex::default();
-        // Hashes that collide on purpose: only 64 distinct home buckets.
-        let hash = |k: u32| (u64::from(k % 64) << 32) | u64::from(k);
+        // Hashes that collide on purpose: only 64 distinct values.
+        let hash = |k: u32| k % 64;
         let mut live = Vec::new();
         for k in 0..5000u32 {
             ix.insert(hash(k), k);

@@ -4,6 +4,16 @@
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+/// Run `f`, catching its panic: the pool's way to contain user code it runs
+/// on its threads. Under loom a panic is a model's verdict (a failed
+/// assertion, or loom's report of a deadlock), so nothing is caught there.
+pub(crate) fn catch<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn Any + Send>> {
+    if cfg!(loom) {
+        return Ok(f());
+    }
+    catch_unwind(AssertUnwindSafe(f))
+}
+
 /// Drop `value`, containing a panic from its `Drop` so that the pool's
 /// callers and workers never see it.
 pub(crate) fn drop_quietly<V>(value: V) {

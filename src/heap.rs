@@ -499,11 +499,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         self.sift_up(pos);
     }
 
-    /// The stamp the next insert or replace will get.
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.next_seq
-    }
-
     /// Issue a stamp without inserting anything: for an entry that is
     /// claimed as it arrives and never enters the heap, so that no later
     /// entry gets the same stamp.

@@ -240,6 +240,12 @@ mod imp {
         }
 
         impl<T> Receiver<T> {
+            /// A message if one is waiting, without blocking.
+            #[track_caller]
+            pub(crate) fn try_recv(&self) -> Result<T, RecvError> {
+                self.0.queue.lock().items.pop_front().ok_or(RecvError)
+            }
+
             /// Messages waiting.
             #[track_caller]
             pub(crate) fn len(&self) -> usize {

@@ -421,7 +421,7 @@ fn check(heap: &Heap, model: &Model, ctx: &dyn Fn() -> String) {
         panic!("{}: {e}", ctx());
     }
     assert_eq!(heap.len(), model.map.len(), "{}", ctx());
-    assert_eq!(heap.next_seq(), model.next_seq, "{}", ctx());
+    assert_eq!(heap.next_seq, model.next_seq, "{}", ctx());
     for (&id, &(due, seq, _, _)) in &model.map {
         let got = heap.get(&Key::new(id, u64::MAX));
         assert_eq!(got, Some((due, seq)), "{}: key {id}", ctx());
@@ -579,7 +579,7 @@ fn shrinking_survives_a_panic_at_every_user_call_around_it() {
         let before = heap.allocated_bytes();
         let model = Model {
             map: BTreeMap::new(),
-            next_seq: heap.next_seq(),
+            next_seq: heap.next_seq,
         };
         let mut stash = None;
         match op {

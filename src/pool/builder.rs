@@ -6,7 +6,7 @@ use super::fault::Fault;
 use super::fault::Faults;
 use super::time::nanos;
 use crate::clock::{Clock, SystemClock};
-use crate::heap::MAX_LEN;
+use crate::heap::{check_capacity, MAX_LEN};
 use crate::sync::Arc;
 use crate::Error;
 use std::fmt;
@@ -259,15 +259,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             });
         }
         let c = &self.config;
-        if c.capacity == 0 {
-            return Err(Error::ZeroCapacity);
-        }
-        if c.capacity > MAX_LEN {
-            return Err(Error::CapacityTooLarge {
-                requested: c.capacity,
-                max: MAX_LEN,
-            });
-        }
+        check_capacity(c.capacity)?;
         if c.claim_batch == 0 {
             return Err(Error::ZeroClaimBatch);
         }

@@ -12,7 +12,8 @@
 //! - A key is in the heap or held, never both.
 
 use super::fault::{Fault, Faults};
-use super::task::{PoolEntry, Task, TaskKey};
+use super::task::{or_lose, PoolEntry, Task, TaskKey};
+use crate::contain::{catch, forget_payload};
 use crate::heap::IndexedHeap;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -72,16 +73,48 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
     }
 
     /// Step 11, after a run: `key` is free again; its held successor goes
-    /// back into `heap` with its original stamp.
-    pub(crate) fn release(&mut self, key: &TaskKey<K>, heap: &mut IndexedHeap<TaskKey<K>, Task>) {
-        self.busy.remove(key);
-        let Some(entry) = self.held.remove(key) else {
-            return;
+    /// back into `heap` with its original stamp. Returns the keys this let
+    /// go of, for the caller to drop once the lock is released.
+    ///
+    /// The key's `Hash` and `Eq` are user code. If they panic, the key is
+    /// found by comparing alone, and a key that cannot be compared is let go
+    /// (its held tasks go back too), so that no key stays busy for ever.
+    pub(crate) fn release(
+        &mut self,
+        key: &TaskKey<K>,
+        heap: &mut IndexedHeap<TaskKey<K>, Task>,
+    ) -> Vec<TaskKey<K>> {
+        let found = catch(|| (self.busy.take(key), self.held.remove_entry(key)));
+        let (busy, held) = match found {
+            Ok((busy, held)) => (busy.into_iter().collect(), held.into_iter().collect()),
+            Err(payload) => {
+                forget_payload(payload);
+                self.release_by_comparing(key)
+            }
         };
-        if let Err(entry) = heap.restore(entry) {
-            debug_assert!(false, "a held key was also in the heap");
-            self.held.insert(entry.key.clone(), entry);
+        let mut keys: Vec<TaskKey<K>> = busy;
+        for (k, entry) in held {
+            keys.push(k);
+            let restored = or_lose(entry, |entry| heap.restore(entry));
+            if let Some(Err(entry)) = restored {
+                debug_assert!(false, "a held key was also in the heap");
+                entry.value.lose();
+            }
         }
+        keys
+    }
+
+    /// [`release`](Self::release) when hashing `key` panicked: compare
+    /// alone, and let go of whatever cannot be compared.
+    #[allow(clippy::type_complexity)] // the two kinds of thing let go
+    fn release_by_comparing(
+        &mut self,
+        key: &TaskKey<K>,
+    ) -> (Vec<TaskKey<K>>, Vec<(TaskKey<K>, PoolEntry<K>)>) {
+        let same = |k: &TaskKey<K>| catch(|| k == key).unwrap_or(true);
+        let busy = self.busy.extract_if(|k| same(k)).collect();
+        let held = self.held.extract_if(|k, _| same(k)).collect();
+        (busy, held)
     }
 
     /// Remove `key`'s held task (only the one stamped `seq`, if given).

@@ -134,12 +134,30 @@ impl Lead {
 
     /// Learn from one timed wait that returned `late` after its deadline.
     pub(crate) fn observe(&mut self, late: Duration) {
+        self.latency.yields = 0;
         self.latency.observe(late);
+    }
+
+    /// The leader yielded once inside the window instead of waiting. Only
+    /// timed waits teach the estimate, so a long run of yields (due times
+    /// always inside the window) would keep it where it is for ever: every
+    /// [`YIELDS_PER_DECAY`] yields in a row count as one wait that was on
+    /// time, and the window shrinks until a timed wait measures it again.
+    pub(crate) fn yielded(&mut self) {
+        let w = &mut self.latency;
+        w.yields += 1;
+        if w.yields >= YIELDS_PER_DECAY {
+            w.yields = 0;
+            w.observe(Duration::ZERO);
+        }
     }
 }
 
 /// The most the adaptive early wake moves a wait forward.
 const MAX_EARLY: Duration = Duration::from_millis(1);
+
+/// Yields in a row that count as one on-time wait for the estimate.
+const YIELDS_PER_DECAY: u32 = 64;
 
 /// A smoothed estimate of how late a timed wait returns after its deadline:
 /// mean plus twice the mean deviation (the round-trip estimator of TCP), so
@@ -150,6 +168,8 @@ struct WakeLatency {
     mean: u64,
     /// Smoothed absolute deviation, nanoseconds.
     dev: u64,
+    /// Yields since the last timed wait.
+    yields: u32,
 }
 
 impl WakeLatency {
@@ -207,6 +227,15 @@ mod tests {
             e >= Duration::from_micros(45) && e <= Duration::from_micros(60),
             "{e:?}"
         );
+        let mut stuck = Lead::first();
+        for _ in 0..200 {
+            stuck.observe(Duration::from_secs(1));
+        }
+        assert_eq!(stuck.early(), MAX_EARLY);
+        for _ in 0..YIELDS_PER_DECAY * 100 {
+            stuck.yielded();
+        }
+        assert!(stuck.early() < MAX_EARLY / 2, "{:?}", stuck.early());
         for _ in 0..200 {
             w.observe(Duration::from_secs(1));
         }

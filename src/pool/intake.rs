@@ -35,6 +35,8 @@ struct Admitted<K> {
     claimed: Few<Claimed<K>>,
     /// Pending tasks the arrivals replaced, told `Replaced` after it.
     replaced: Few<Task>,
+    /// Keys to drop after it (user `Drop` never runs under the lock).
+    keys: Few<TaskKey<K>>,
     /// Arrivals the heap took or that were claimed.
     count: u64,
 }
@@ -71,12 +73,13 @@ impl<K: Key> Shared<K> {
         let mut out = Admitted {
             claimed: Few::new(),
             replaced: Few::new(),
+            keys: Few::new(),
             count: 0,
         };
         for (i, arrival) in arrivals.enumerate() {
             match self.admit_one(&mut st, arrival, &mut claim, &mut out) {
                 Ok(seq) => stamped(i, seq),
-                Err(task) => return self.refuse_at_capacity(st, task, out),
+                Err((key, task)) => return self.refuse_at_capacity(st, key, task, out),
             }
         }
         self.counters.scheduled(out.count);
@@ -84,9 +87,7 @@ impl<K: Key> Shared<K> {
             self.leader_cv.notify_one();
         }
         self.send_claimed(st, out.claimed);
-        for old in out.replaced {
-            self.abandon(old, Abandon::Replaced);
-        }
+        self.after_admission(out.replaced, out.keys);
         Ok(())
     }
 
@@ -118,18 +119,20 @@ impl<K: Key> Shared<K> {
 
     /// Admit one task under the lock: claimed on arrival while `claim`
     /// holds, or into the heap (which ends claiming for the rest of a batch,
-    /// keeping due order). Returns its stamp, or the task back when a new
-    /// key finds the heap at capacity.
+    /// keeping due order). Returns its stamp, or the key and task back when
+    /// a new key finds the heap at capacity.
     fn admit_one(
         &self,
         st: &mut State<K>,
         a: Arrival<K>,
         claim: &mut Option<Now>,
         out: &mut Admitted<K>,
-    ) -> Result<u64, Task> {
+    ) -> Result<u64, (TaskKey<K>, Task)> {
         // A held task (exclusive keys) is pending too: this replaces it.
-        out.replaced
-            .extend(st.exclusive.take(&a.key, None).map(|e| e.value));
+        if let Some(held) = st.exclusive.take(&a.key, None) {
+            out.replaced.push(held.value);
+            out.keys.push(held.key);
+        }
         let task = match (*claim, a.task) {
             (Some(now), Task::Once(job)) if a.due <= now.ns => {
                 return Ok(self.claim_on_arrival(st, a.key, a.due, job, now, out));
@@ -145,11 +148,12 @@ impl<K: Key> Shared<K> {
         let limit = self.config.capacity.saturating_sub(st.exclusive.len());
         let seq = match st.heap.try_insert(key, a.due, task, limit) {
             Ok(Inserted::New { seq }) => seq,
-            Ok(Inserted::Replaced { seq, old, .. }) => {
+            Ok(Inserted::Replaced { seq, old, key, .. }) => {
                 out.replaced.push(old);
+                out.keys.push(key);
                 seq
             }
-            Err((_, task)) => return Err(task),
+            Err(refused) => return Err(refused),
         };
         out.count += 1;
         Ok(seq)
@@ -168,7 +172,10 @@ impl<K: Key> Shared<K> {
         out: &mut Admitted<K>,
     ) -> u64 {
         if let TaskKey::Keyed(_) = key {
-            out.replaced.extend(st.heap.remove(&key).map(|e| e.value));
+            if let Some(old) = st.heap.remove(&key) {
+                out.replaced.push(old.value);
+                out.keys.push(old.key);
+            }
         }
         out.count += 1;
         out.claimed.push(Claimed {
@@ -200,17 +207,25 @@ impl<K: Key> Shared<K> {
     fn refuse_at_capacity(
         &self,
         st: MutexGuard<'_, State<K>>,
+        key: TaskKey<K>,
         task: Task,
-        out: Admitted<K>,
+        mut out: Admitted<K>,
     ) -> Result<(), Error> {
         debug_assert!(out.count == 0, "a batch passed its capacity check");
         drop(st);
         drop_quietly(task);
-        for old in out.replaced {
-            self.abandon(old, Abandon::Replaced);
-        }
+        out.keys.push(key);
+        self.after_admission(out.replaced, out.keys);
         Err(Error::CapacityReached {
             capacity: self.config.capacity,
         })
+    }
+
+    /// Once the lock is released: tell the replaced tasks, drop the keys.
+    fn after_admission(&self, replaced: Few<Task>, keys: Few<TaskKey<K>>) {
+        for old in replaced {
+            self.abandon(old, Abandon::Replaced);
+        }
+        drop(keys);
     }
 }

@@ -18,12 +18,18 @@
 //!   never spins.
 //! - Claimed tasks leave the heap under the lock and are sent, with the
 //!   token after them, only once the lock is released.
+//! - User code runs here: the clock (contained in `time.rs`) and a claimed
+//!   key's `Hash`, `Eq` and `Clone` (exclusive keys, a periodic task's
+//!   stand-in). A panic of a key is contained per task: that task is told
+//!   `Panicked` and the claim goes on. Should anything else unwind out of
+//!   the leader, [`Holding`] puts the token back into the channel, so the
+//!   pool never loses its leader.
 
 use super::broken::FirstReading;
 use super::fault::Fault;
 use super::handoff::{Claimed, Few, Lead, Msg};
 use super::shared::{Key, Mode, Shared, State};
-use super::task::{PoolEntry, Runnable, Task, TaskKey};
+use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
 use super::time::{Now, NEVER};
 use crate::heap::{Inserted, Retired};
 use crate::sync::{thread, MutexGuard};
@@ -45,10 +51,55 @@ enum Step {
     Yield,
 }
 
+/// The token while its leader holds it. If the leader unwinds, dropping
+/// this sends the token back into the channel for the next worker.
+struct Holding<'a, K> {
+    /// Where the token goes back to.
+    shared: &'a Shared<K>,
+    /// The token, until the leader passes it on or ends it.
+    token: Option<Lead>,
+}
+
+impl<K> Holding<'_, K> {
+    /// The token, to pass on or end.
+    fn take(mut self) -> Lead {
+        self.token.take().expect("a held token")
+    }
+}
+
+impl<K> std::ops::Deref for Holding<'_, K> {
+    type Target = Lead;
+    fn deref(&self) -> &Lead {
+        self.token.as_ref().expect("a held token")
+    }
+}
+
+impl<K> std::ops::DerefMut for Holding<'_, K> {
+    fn deref_mut(&mut self) -> &mut Lead {
+        self.token.as_mut().expect("a held token")
+    }
+}
+
+impl<K> Drop for Holding<'_, K> {
+    fn drop(&mut self) {
+        // Under loom an unwind means a failed model: leave it alone.
+        if cfg!(loom) && std::thread::panicking() {
+            return;
+        }
+        if let Some(token) = self.token.take() {
+            let _ = self.shared.tx.send(Msg::Lead(token));
+        }
+    }
+}
+
 /// Step 1: lead until there is due work to hand off, tasks queued to help
 /// with, or the pool stops (then the exit pill goes behind everything
 /// queued, and the caller serves the queue until a pill reaches it).
-pub(crate) fn lead<K: Key>(shared: &Shared<K>, mut token: Lead) {
+pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) {
+    let mut token = Holding {
+        shared,
+        token: Some(token),
+    };
     let mut st = shared.state.lock();
     let mut first = FirstReading::default();
     loop {
@@ -57,8 +108,8 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, mut token: Lead) {
             now = first.keep(now);
         }
         match check(shared, &st, now.ns, &token) {
-            Step::Exit => return exit(shared, st, token),
-            Step::Help => return help(shared, st, token),
+            Step::Exit => return exit(shared, st, token.take()),
+            Step::Help => return help(shared, st, token.take()),
             Step::Claim => {
                 let batch = claim(shared, &mut st, now);
                 if batch.is_empty() {
@@ -66,10 +117,13 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, mut token: Lead) {
                 }
                 let retired = st.heap.take_retired();
                 drop(st);
-                return hand_off(shared, batch, token, retired);
+                return hand_off(shared, batch, token.take(), retired);
             }
             Step::Sleep(until) => sleep(shared, &mut st, until, &mut token),
-            Step::Yield => MutexGuard::unlocked(&mut st, thread::yield_now),
+            Step::Yield => {
+                token.yielded();
+                MutexGuard::unlocked(&mut st, thread::yield_now);
+            }
         }
     }
 }
@@ -136,23 +190,26 @@ fn sleep<K>(
 
 /// Step 4: pop at most `claim_batch` due entries. From here `cancel`
 /// returns false for them. Exclusive keys hold a task whose key is busy
-/// (step 11).
+/// (step 11). A task whose key panics on the way is told `Panicked`.
 fn claim<K: Key>(shared: &Shared<K>, st: &mut State<K>, now: Now) -> Few<Claimed<K>> {
     let mut batch = Few::new();
     while batch.len() < shared.config.claim_batch {
         let Some(entry) = st.heap.pop_due(now.ns) else {
             break;
         };
-        if let Some(entry) = st.exclusive.claim(entry) {
-            batch.extend(claim_one(st, entry, now.at));
+        match or_lose(entry, |entry| claim_one(st, entry, now.at)) {
+            Some(claimed) => batch.extend(claimed),
+            None => shared.counters.lost_to_a_panic(),
         }
     }
     batch
 }
 
-/// Claim one due entry. A periodic task leaves its stand-in under its key
-/// (step 10); a stand-in is due never, so it is never claimed.
+/// Claim one due entry, unless exclusive keys hold it for its busy key. A
+/// periodic task leaves its stand-in under its key (step 10); a stand-in is
+/// due never, so it is never claimed.
 fn claim_one<K: Key>(st: &mut State<K>, entry: PoolEntry<K>, at: Instant) -> Option<Claimed<K>> {
+    let entry = st.exclusive.claim(entry)?;
     let task = match entry.value {
         Task::Once(job) => Runnable::Once(job),
         Task::Periodic(job) => {

@@ -436,7 +436,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             let st = self.shared.state.lock();
             (st.pending(), st.wakeups)
         };
-        self.shared.counters.snapshot(pending, wakeups)
+        self.shared
+            .counters
+            .snapshot(pending, wakeups, self.shared.time.panics())
     }
 
     /// Stop taking new tasks, let every pending one-shot task run at its due
@@ -451,8 +453,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// Stop taking new tasks, remove every pending task unrun (outcome
-    /// [`Outcome::Shutdown`]), let claimed and running tasks finish, join the
-    /// workers, and return the keys of the removed keyed tasks in due order.
+    /// [`Outcome::Shutdown`]) and the claimed tasks still queued for a
+    /// worker (the same), let running tasks finish, join the workers, and
+    /// return the keys of the removed keyed tasks in due order.
     ///
     /// Called from inside one of the pool's tasks, it does not wait for the
     /// workers. Dropping the pool does the same.
@@ -542,7 +545,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         D: Into<Due>,
     {
         let now = OnceCell::new();
-        let read = || *now.get_or_init(|| self.shared.time.now().ns);
+        let read = || *now.get_or_init(|| self.shared.time.now());
         let tasks = tasks.into_iter();
         let mut arrivals = Vec::with_capacity(tasks.size_hint().0);
         let mut bad = 0;
@@ -600,7 +603,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// `when` in the pool's nanoseconds.
     fn due_ns(&self, when: Due) -> Result<i64, Error> {
-        self.shared.time.due_ns(when, || self.shared.time.now().ns)
+        self.shared.time.due_ns(when, || self.shared.time.now())
     }
 
     /// Refuse a call before its task was built: count it, drop the closure

@@ -31,7 +31,9 @@ pub enum Outcome<T> {
     Shutdown,
     /// The task was skipped because it could only start later than its due
     /// time plus the pool's staleness tolerance
-    /// ([`Builder::expire_after`](crate::Builder::expire_after)).
+    /// ([`Builder::expire_after`](crate::Builder::expire_after)); or, for a
+    /// periodic task, its next tick lay past the end of the clock's range
+    /// (about 292 years after the pool started), so it stopped.
     Expired,
 }
 
@@ -49,6 +51,12 @@ impl<T> Outcome<T> {
         matches!(self, Outcome::Completed(_) | Outcome::Panicked(_))
     }
 }
+
+/// The message a task is told (as `Outcome::Panicked`) when it is dropped
+/// unrun because user code the pool ran for it panicked: its key's `Hash`,
+/// `Eq` or `Clone` on a pool thread.
+pub(crate) const LOST: &str =
+    "the task was dropped unrun: user code the pool ran for it (its key) panicked";
 
 /// Why a pending task was removed without running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

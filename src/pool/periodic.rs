@@ -15,7 +15,7 @@
 //! what it shares with its stand-in and its handle ([`PeriodicCtl`]); it
 //! touches no pool state.
 
-use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, Timing};
+use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, Timing, LOST};
 use super::time::{nanos, Now, NEVER};
 use crate::contain::{drop_quietly, panic_message};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
@@ -207,6 +207,13 @@ impl PeriodicCtl {
     pub(crate) fn abandon(&self, why: Abandon) {
         self.slot.set(why.into(), Stamps::unclaimed());
     }
+
+    /// Deliver `Panicked` as the final outcome of a task dropped because
+    /// user code the pool ran for it (its key's traits) panicked.
+    pub(crate) fn lose(&self) {
+        let lost = Outcome::Panicked(LOST.to_string());
+        self.slot.set(lost, Stamps::unclaimed());
+    }
 }
 
 /// What a periodic task does after a run, or a run skipped as stale.
@@ -216,6 +223,16 @@ pub(crate) enum After {
     /// Stop with this final outcome (a panic under [`OnPanic::Stop`]), if the
     /// stand-in is still there.
     Stop(Outcome<()>),
+}
+
+/// Run again at `next`, or, with no next tick inside the clock's range,
+/// stop with [`Outcome::Expired`]: no tick past the range is clamped into
+/// it (it would run early), and none runs again and again at its end.
+fn after(next: Option<i64>) -> After {
+    match next {
+        Some(due) => After::Again(due),
+        None => After::Stop(Outcome::Expired),
+    }
 }
 
 /// A periodic task between runs: its closure, its policies, and what it
@@ -266,21 +283,21 @@ impl PeriodicJob {
         let next = self.next_due(ctx.due, end.ns);
         let Err(payload) = result else {
             self.ctl.runs.fetch_add(1, Ordering::Relaxed);
-            return (Ran::Completed, After::Again(next));
+            return (Ran::Completed, after(next));
         };
         let msg = panic_message(payload);
         self.ctl.panics.fetch_add(1, Ordering::Relaxed);
         *self.ctl.last_panic.lock() = Some(msg.clone());
         match self.repeat.on_panic {
             OnPanic::Stop => (Ran::Panicked, After::Stop(Outcome::Panicked(msg))),
-            OnPanic::Continue => (Ran::Panicked, After::Again(next)),
+            OnPanic::Continue => (Ran::Panicked, after(next)),
         }
     }
 
     /// Skip this run as stale: the tick counts as missed.
     pub(crate) fn expire(&mut self, ctx: &RunCtx) -> After {
         self.ctl.missed.fetch_add(1, Ordering::Relaxed);
-        After::Again(self.next_due(ctx.due, ctx.started_ns))
+        after(self.next_due(ctx.due, ctx.started_ns))
     }
 
     /// Drop the task unrun with `why` as its final outcome.
@@ -288,6 +305,13 @@ impl PeriodicJob {
         let PeriodicJob { f, ctl, .. } = self;
         drop_quietly(f);
         ctl.abandon(why);
+    }
+
+    /// Drop the task unrun because user code the pool ran for it panicked.
+    pub(crate) fn lose(self) {
+        let PeriodicJob { f, ctl, .. } = self;
+        drop_quietly(f);
+        ctl.lose();
     }
 
     /// End the task by itself with `outcome` (its stand-in was removed by
@@ -300,31 +324,29 @@ impl PeriodicJob {
     }
 
     /// The next due time after the run for `due` ended at `now`, counting the
-    /// ticks that get no run.
-    fn next_due(&self, due: i64, now: i64) -> i64 {
+    /// ticks that get no run; `None` when it lies past the clock's range.
+    fn next_due(&self, due: i64, now: i64) -> Option<i64> {
         let p = self.every;
         let (next, missed) = match self.repeat.kind {
-            Kind::FixedDelay => (now.saturating_add(p), 0),
-            Kind::FixedRate => {
-                let nominal = due.saturating_add(p);
-                if nominal > now {
-                    (nominal, 0)
-                } else {
+            Kind::FixedDelay => (now.checked_add(p), 0),
+            Kind::FixedRate => match due.checked_add(p) {
+                Some(nominal) if nominal <= now => {
                     // Ticks at nominal, nominal + p, ... up to now have passed.
-                    let passed = ((now - nominal) / p) as u64 + 1;
+                    let passed = (now - nominal) / p + 1;
                     match self.repeat.missed {
-                        MissedTicks::Burst => (nominal, 0),
-                        MissedTicks::Delay => (now.saturating_add(p), passed),
+                        MissedTicks::Burst => (Some(nominal), 0),
+                        MissedTicks::Delay => (now.checked_add(p), passed),
                         MissedTicks::Skip => (
-                            nominal.saturating_add((passed as i64).saturating_mul(p)),
+                            passed.checked_mul(p).and_then(|d| nominal.checked_add(d)),
                             passed,
                         ),
                     }
                 }
-            }
+                nominal => (nominal, 0),
+            },
         };
-        self.ctl.missed.fetch_add(missed, Ordering::Relaxed);
+        self.ctl.missed.fetch_add(missed as u64, Ordering::Relaxed);
         // `NEVER` is the stand-ins' "never"; a real entry stays below it.
-        next.min(NEVER - 1)
+        next.filter(|&n| n < NEVER)
     }
 }

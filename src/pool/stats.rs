@@ -27,7 +27,9 @@ pub struct Stats {
     pub completed: u64,
     /// One-shot tasks that panicked, and periodic tasks stopped by a panic.
     pub panicked: u64,
-    /// One-shot tasks skipped as stale ([`Outcome::Expired`](crate::Outcome::Expired)).
+    /// One-shot tasks skipped as stale, and periodic tasks stopped because
+    /// their next tick lay past the clock's range
+    /// ([`Outcome::Expired`](crate::Outcome::Expired)).
     pub expired: u64,
     /// Tasks cancelled while pending (or, periodic, while live).
     pub cancelled: u64,
@@ -41,6 +43,12 @@ pub struct Stats {
     pub periodic_panics: u64,
     /// Tasks pending now (periodic tasks while live).
     pub pending: usize,
+    /// Panics of user code other than a task's own run that the pool
+    /// contained: a key's `Hash`, `Eq`, `Clone` or `Drop`, the clock, the
+    /// `Drop` of a closure or of a returned value. The threads keep serving;
+    /// a task whose own key panicked is reported `Panicked`
+    /// (`docs/semantics.md`, "User code").
+    pub contained_panics: u64,
     /// Times a leader woke from its wait (a notify, its deadline, or a
     /// spurious wakeup). An idle pool does not wake; a pool with one far
     /// timer wakes about once, at its time.
@@ -77,6 +85,10 @@ pub(crate) struct Counters {
     removals: Removals,
     /// One block per worker, written only by that worker, merged on read.
     workers: Vec<PerWorker>,
+    /// Contained panics of user code that is not a task's run.
+    contained: AtomicU64,
+    /// Tasks dropped unrun because their key panicked (told `Panicked`).
+    lost: AtomicU64,
 }
 
 /// Counters written on the scheduling side, on their own cache lines.
@@ -138,7 +150,21 @@ impl Counters {
                     }))
                 })
                 .collect(),
+            contained: z(),
+            lost: z(),
         }
+    }
+
+    /// A task was dropped unrun because its key panicked (a contained panic
+    /// too).
+    pub(crate) fn lost_to_a_panic(&self) {
+        self.lost.fetch_add(1, Relaxed);
+        self.contained();
+    }
+
+    /// A panic of user code other than a task's run was contained.
+    pub(crate) fn contained(&self) {
+        self.contained.fetch_add(1, Relaxed);
     }
 
     /// `n` tasks were accepted.
@@ -184,14 +210,22 @@ impl Counters {
         }
     }
 
-    /// Worker `worker` stopped a periodic task whose run panicked.
-    pub(crate) fn stopped_by_panic(&self, worker: usize) {
+    /// Worker `worker` stopped a periodic task by itself: a run panicked
+    /// (`panicked`), or its next tick lay past the clock's range
+    /// (`expired`).
+    pub(crate) fn stopped(&self, worker: usize, panicked: bool) {
         if let Some(w) = self.workers.get(worker) {
-            w.0.lock().panicked += 1;
+            let mut c = w.0.lock();
+            if panicked {
+                c.panicked += 1;
+            } else {
+                c.expired += 1;
+            }
         }
     }
 
-    pub(crate) fn snapshot(&self, pending: usize, leader_wakeups: u64) -> Stats {
+    /// The counters now; `clock_panics` are the clock's contained panics.
+    pub(crate) fn snapshot(&self, pending: usize, leader_wakeups: u64, clock_panics: u64) -> Stats {
         let mut all = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_NS, 2)
             .expect("constant histogram bounds are valid");
         let (mut completed, mut panicked, mut expired, mut runs, mut run_panics) = (0, 0, 0, 0, 0);
@@ -206,6 +240,7 @@ impl Counters {
             run_panics += c.periodic_panics;
         }
         let q = |q: f64| Duration::from_nanos(all.value_at_quantile(q));
+        let panicked = panicked + self.lost.load(Relaxed);
         Stats {
             scheduled: self.intake.scheduled.load(Relaxed),
             refused: self.intake.refused.load(Relaxed),
@@ -218,6 +253,7 @@ impl Counters {
             periodic_runs: runs,
             periodic_panics: run_panics,
             pending,
+            contained_panics: self.contained.load(Relaxed) + clock_panics,
             leader_wakeups,
             lateness: Lateness {
                 count: all.len(),

@@ -7,10 +7,10 @@
 //! lock. Running, expiring or abandoning a task consumes it, so it delivers
 //! exactly one outcome.
 
-use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps};
+use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, LOST};
 use super::periodic::{PeriodicCtl, PeriodicJob};
 use super::time::Now;
-use crate::contain::{drop_quietly, forget_payload, panic_message};
+use crate::contain::{catch, drop_quietly, forget_payload, panic_message};
 use crate::heap::Entry;
 use crate::sync::Arc;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -62,12 +62,53 @@ impl Task {
         matches!(self, Task::StandIn(_))
     }
 
+    /// The shared state of a periodic task or stand-in.
+    fn periodic_ctl(&self) -> Option<Arc<PeriodicCtl>> {
+        match self {
+            Task::Once(_) => None,
+            Task::Periodic(job) => Some(job.ctl().clone()),
+            Task::StandIn(ctl) => Some(ctl.clone()),
+        }
+    }
+
+    /// Drop the task unrun because user code the pool ran for it (its key's
+    /// traits) panicked: it is told `Panicked` ([`LOST`]).
+    pub(crate) fn lose(self) {
+        match self {
+            // Its delivery tells it LOST when dropped.
+            Task::Once(job) => drop_quietly(job),
+            Task::Periodic(job) => job.lose(),
+            Task::StandIn(ctl) => ctl.lose(),
+        }
+    }
+
     /// Drop the task unrun and deliver `why` as its (final) outcome.
     pub(crate) fn abandon(self, why: Abandon) {
         match self {
             Task::Once(job) => job.abandon(why),
             Task::Periodic(job) => job.abandon(why),
             Task::StandIn(ctl) => ctl.abandon(why),
+        }
+    }
+}
+
+/// Run `step` on `entry`, which consumes it, containing a panic of the user
+/// code it runs (the entry's key): the task, dropped inside, is then told
+/// `Panicked` ([`LOST`]) and `None` comes back.
+pub(crate) fn or_lose<K, R>(
+    entry: PoolEntry<K>,
+    step: impl FnOnce(PoolEntry<K>) -> R,
+) -> Option<R> {
+    let periodic = entry.value.periodic_ctl();
+    match catch(move || step(entry)) {
+        Ok(r) => Some(r),
+        Err(payload) => {
+            // A one-shot task's delivery told it when it was dropped.
+            forget_payload(payload);
+            if let Some(ctl) = periodic {
+                ctl.lose();
+            }
+            None
         }
     }
 }
@@ -92,18 +133,64 @@ pub(crate) trait OnceJob: Send {
     fn abandon(self: Box<Self>, why: Abandon);
 }
 
+/// A task's outcome slot as the task holds it: delivered into exactly once,
+/// and told `Panicked` ([`LOST`]) if the task is dropped before it
+/// delivered, so that no handle waits for ever.
+pub(crate) struct Delivery<T>(Option<Arc<OutcomeSlot<T>>>);
+
+impl<T> Delivery<T> {
+    /// Deliver into `slot`.
+    pub(crate) fn new(slot: Arc<OutcomeSlot<T>>) -> Self {
+        Delivery(Some(slot))
+    }
+
+    /// True when no handle is left to read an outcome (none can appear
+    /// again).
+    fn unwatched(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|slot| Arc::strong_count(slot) == 1)
+    }
+
+    /// Deliver `outcome`. If the handle is gone, this drops the value the
+    /// task returned: its `Drop` is user code and must not take the worker
+    /// down.
+    fn deliver(mut self, outcome: Outcome<T>, stamps: Stamps) {
+        if let Some(slot) = self.0.take() {
+            slot.set(outcome, stamps);
+            drop_quietly(slot);
+        }
+    }
+
+    /// Let go of the slot without delivering: nobody can read it.
+    fn forget(mut self) {
+        self.0 = None;
+    }
+}
+
+impl<T> Drop for Delivery<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0.take() {
+            slot.set(Outcome::Panicked(LOST.to_string()), Stamps::unclaimed());
+        }
+    }
+}
+
 /// A one-shot task and where its outcome goes.
 pub(crate) struct OneShot<F, T> {
     /// The user's closure.
     f: F,
     /// The outcome slot shared with the task's handle.
-    slot: Arc<OutcomeSlot<T>>,
+    slot: Delivery<T>,
 }
 
 impl<F, T> OneShot<F, T> {
     /// A task running `f` and delivering into `slot`.
     pub(crate) fn new(f: F, slot: Arc<OutcomeSlot<T>>) -> Self {
-        OneShot { f, slot }
+        OneShot {
+            f,
+            slot: Delivery::new(slot),
+        }
     }
 }
 
@@ -115,9 +202,10 @@ where
     fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> Ran {
         let OneShot { f, slot } = *self;
         let result = catch_unwind(AssertUnwindSafe(f));
-        if Arc::strong_count(&slot) == 1 {
-            // No handle is left to read an outcome (none can appear again):
-            // skip delivering it, and the clock read that would date it.
+        if slot.unwatched() {
+            // Skip delivering the outcome, and the clock read that would
+            // date it.
+            slot.forget();
             return match result {
                 Ok(v) => {
                     drop_quietly(v);
@@ -133,25 +221,20 @@ where
             Ok(v) => (Ran::Completed, Outcome::Completed(v)),
             Err(payload) => (Ran::Panicked, Outcome::Panicked(panic_message(payload))),
         };
-        slot.set(outcome, Stamps::ran(ctx.claimed, ctx.started, finish().at));
-        // If the handle is gone, this drops the value the task returned:
-        // its `Drop` is user code and must not take the worker down.
-        drop_quietly(slot);
+        slot.deliver(outcome, Stamps::ran(ctx.claimed, ctx.started, finish().at));
         ran
     }
 
     fn expire(self: Box<Self>, claimed: Instant) {
         let OneShot { f, slot } = *self;
         drop_quietly(f);
-        slot.set(Outcome::Expired, Stamps::claimed(claimed));
-        drop_quietly(slot);
+        slot.deliver(Outcome::Expired, Stamps::claimed(claimed));
     }
 
     fn abandon(self: Box<Self>, why: Abandon) {
         let OneShot { f, slot } = *self;
         drop_quietly(f);
-        slot.set(why.into(), Stamps::unclaimed());
-        drop_quietly(slot);
+        slot.deliver(why.into(), Stamps::unclaimed());
     }
 }
 

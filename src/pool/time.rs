@@ -10,9 +10,13 @@
 //! - Deciding whether a task is due always uses the pool's clock
 //!   ([`Timeline::now`]); the real clock ([`Timeline::real_now`]) only times
 //!   the leader's own waits.
+//! - The clock is user code. A reading that panics is contained and counts
+//!   as the epoch (time standing still, so nothing becomes due early); a
+//!   sleep deadline that panics counts as "until notified".
 
 use crate::clock::Clock;
-use crate::sync::Arc;
+use crate::contain::{catch, forget_payload};
+use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::Error;
 use std::time::{Duration, Instant};
 
@@ -71,13 +75,19 @@ pub(crate) struct Timeline {
     clock: Arc<dyn Clock>,
     /// `clock.now()` when the pool started.
     epoch: Instant,
+    /// Readings that panicked (and were contained).
+    panics: AtomicU64,
 }
 
 impl Timeline {
     /// A timeline whose epoch is `clock`'s reading now.
     pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
         let epoch = clock.now();
-        Timeline { clock, epoch }
+        Timeline {
+            clock,
+            epoch,
+            panics: AtomicU64::new(0),
+        }
     }
 
     /// The pool's clock.
@@ -85,9 +95,9 @@ impl Timeline {
         &*self.clock
     }
 
-    /// Read the pool's clock.
+    /// Read the pool's clock (the epoch if the clock panics).
     pub(crate) fn now(&self) -> Now {
-        let at = self.clock.now();
+        let at = self.contain(|| self.clock.now()).unwrap_or(self.epoch);
         let ns = nanos(at.saturating_duration_since(self.epoch)).unwrap_or(NEVER);
         Now {
             at,
@@ -96,15 +106,26 @@ impl Timeline {
     }
 
     /// `due` in nanoseconds since the epoch; `now` reads the clock, called
-    /// only for a delay.
+    /// only for a delay or an instant past the range.
+    ///
+    /// An instant the clock has already reached is due at once, even past
+    /// the end of the range (a clock moved to its end still takes work due
+    /// now).
     ///
     /// # Errors
     ///
-    /// [`Error::TimeOutOfRange`] when the due time is not below [`NEVER`].
-    pub(crate) fn due_ns(&self, due: Due, now: impl FnOnce() -> i64) -> Result<i64, Error> {
+    /// [`Error::TimeOutOfRange`] when the due time is not below [`NEVER`]
+    /// and not already reached.
+    pub(crate) fn due_ns(&self, due: Due, now: impl FnOnce() -> Now) -> Result<i64, Error> {
         let ns = match due {
-            Due::At(at) => nanos(at.saturating_duration_since(self.epoch)),
-            Due::After(delay) => nanos(delay).and_then(|d| now().checked_add(d)),
+            Due::At(at) => match nanos(at.saturating_duration_since(self.epoch)) {
+                Some(ns) if ns < NEVER => Some(ns),
+                _ => {
+                    let now = now();
+                    (at <= now.at).then_some(now.ns)
+                }
+            },
+            Due::After(delay) => nanos(delay).and_then(|d| now().ns.checked_add(d)),
         };
         ns.filter(|&d| d < NEVER).ok_or(Error::TimeOutOfRange)
     }
@@ -119,7 +140,25 @@ impl Timeline {
     /// The real instant the leader may sleep until while waiting for `due`;
     /// `None`: until notified (a clock that moves only by hand).
     pub(crate) fn sleep_deadline(&self, due: i64) -> Option<Instant> {
-        self.clock.sleep_deadline(self.instant_of(due))
+        let at = self.instant_of(due);
+        self.contain(|| self.clock.sleep_deadline(at)).flatten()
+    }
+
+    /// Clock calls that panicked so far.
+    pub(crate) fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
+    }
+
+    /// Run a clock call, containing and counting its panic.
+    fn contain<T>(&self, call: impl FnOnce() -> T) -> Option<T> {
+        match catch(call) {
+            Ok(v) => Some(v),
+            Err(payload) => {
+                forget_payload(payload);
+                self.panics.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// The real instant now, for timing the leader's own waits; never for

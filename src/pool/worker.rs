@@ -9,6 +9,10 @@
 //! - After a run it takes the lock only when the run leaves something to
 //!   settle: a periodic task to put back (step 10) or an exclusive key to
 //!   release (step 11). See `docs/protocol.md`.
+//! - A task's own panic is caught in its run. Any other user code a worker
+//!   runs (a key's traits while settling, the `Drop` of a key) is contained
+//!   too: a panic there is counted and the worker keeps serving; keys are
+//!   dropped only after the lock is released.
 
 use super::fault::Fault;
 use super::handoff::{Claimed, Msg};
@@ -17,7 +21,7 @@ use super::outcome::{Outcome, Ran, RunCtx};
 use super::periodic::{After, PeriodicJob};
 use super::shared::{Key, Shared, State};
 use super::task::{PoolEntry, Runnable, Task, TaskKey};
-use crate::contain::drop_quietly;
+use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
 
 /// What a run leaves to settle under the lock.
@@ -34,6 +38,9 @@ enum Finished {
 enum Leftover<K> {
     /// Nothing.
     Nothing,
+    /// What the heap handed back when the task went back in for its
+    /// stand-in (the stand-in and the spare key), to drop outside the lock.
+    Replaced(Task, TaskKey<K>),
     /// A periodic task whose stand-in was removed: whoever removed it
     /// delivered the outcome, so it is only dropped.
     Drop(Box<PeriodicJob>),
@@ -45,13 +52,17 @@ enum Leftover<K> {
 pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
     loop {
         match shared.rx.recv() {
-            Ok(Msg::One(c)) => execute(shared, index, c),
-            Ok(Msg::Run(part)) => part.into_iter().for_each(|c| execute(shared, index, c)),
+            Ok(Msg::One(c)) => contain(shared, || execute(shared, index, c)),
+            Ok(Msg::Run(part)) => {
+                for c in part {
+                    contain(shared, || execute(shared, index, c));
+                }
+            }
             Ok(Msg::Free(buffers)) => drop(buffers),
             // After sending the exit pill the former leader keeps serving:
             // tasks claimed on arrival may be queued ahead of the pill, and
             // with one worker nobody else would run them.
-            Ok(Msg::Lead(token)) => leader::lead(shared, token),
+            Ok(Msg::Lead(token)) => contain(shared, || leader::lead(shared, token)),
             Ok(Msg::Exit) | Err(_) => {
                 // Every worker passes the pill on, so one Exit stops them all;
                 // the runs queued before it are served first (FIFO).
@@ -62,14 +73,33 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
     }
 }
 
+/// Run `step`, containing a panic of user code outside a task's run (which
+/// catches its own): it is counted and the worker keeps serving.
+fn contain<K>(shared: &Shared<K>, step: impl FnOnce()) {
+    if let Err(payload) = catch(step) {
+        forget_payload(payload);
+        shared.counters.contained();
+    }
+}
+
 /// Run one claimed task, then settle what the run left.
 fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
     let finished = run_claimed(shared, index, c.task, c.due, c.claimed);
     let exclusive = shared.config.exclusive_keys && matches!(c.key, TaskKey::Keyed(_));
     if matches!(finished, Finished::Done) && !exclusive {
-        return;
+        return drop_key(shared, c.key);
     }
     settle(shared, index, c.key, finished, exclusive);
+}
+
+/// Drop a key (user code) outside every lock, containing its panic.
+fn drop_key<K>(shared: &Shared<K>, key: TaskKey<K>) {
+    if let TaskKey::Keyed(_) = key {
+        if let Err(payload) = catch(move || drop(key)) {
+            forget_payload(payload);
+            shared.counters.contained();
+        }
+    }
 }
 
 /// Run (or, past the staleness tolerance, expire) a claimed task outside
@@ -128,6 +158,7 @@ fn settle<K: Key>(
     finished: Finished,
     exclusive: bool,
 ) {
+    let mut let_go = Vec::new();
     let leftover = {
         let mut guard = shared.state.lock();
         let st = &mut *guard;
@@ -136,7 +167,7 @@ fn settle<K: Key>(
         let put_back_moved = st.heap.peek_due() != head;
         let head = st.heap.peek_due();
         if exclusive {
-            st.exclusive.release(&key, &mut st.heap);
+            let_go = st.exclusive.release(&key, &mut st.heap);
         }
         let release_moved = st.heap.peek_due() != head;
         shared.notify_if_drained(st);
@@ -147,12 +178,20 @@ fn settle<K: Key>(
         }
         leftover
     };
+    drop_key(shared, key);
+    let_go.into_iter().for_each(|k| drop_key(shared, k));
     match leftover {
         Leftover::Nothing => {}
+        Leftover::Replaced(old, key) => {
+            drop_quietly(old);
+            drop_key(shared, key);
+        }
         Leftover::Drop(job) => drop_quietly(job),
         Leftover::Finish(job, outcome, stand_in) => {
             drop_quietly(stand_in);
-            shared.counters.stopped_by_panic(index);
+            shared
+                .counters
+                .stopped(index, matches!(outcome, Outcome::Panicked(_)));
             job.finish(outcome);
         }
     }
@@ -176,10 +215,16 @@ fn put_back<K: Key>(
                 return Leftover::Drop(job);
             }
             let ctl = job.ctl().clone();
-            let (Inserted::New { seq } | Inserted::Replaced { seq, .. }) =
-                st.heap.insert(key.clone(), due, Task::Periodic(job));
-            ctl.set_seq(seq);
-            Leftover::Nothing
+            match st.heap.insert(key.clone(), due, Task::Periodic(job)) {
+                Inserted::New { seq } => {
+                    ctl.set_seq(seq);
+                    Leftover::Nothing
+                }
+                Inserted::Replaced { seq, old, key, .. } => {
+                    ctl.set_seq(seq);
+                    Leftover::Replaced(old, key)
+                }
+            }
         }
         Finished::Stop(job, outcome) => match st.heap.remove_seq(key, job.ctl().seq()) {
             Some(stand_in) => Leftover::Finish(job, outcome, stand_in),

@@ -37,8 +37,6 @@ pub enum Error {
     },
     /// A periodic task was given a zero period or delay.
     ZeroPeriod,
-    /// A claim batch of zero was requested; the leader must claim at least one task.
-    ZeroClaimBatch,
     /// The worker thread name prefix contains a NUL byte, which no thread
     /// name may hold.
     InvalidThreadName,
@@ -78,7 +76,6 @@ impl fmt::Display for Error {
             }
             Error::ZeroPeriod => f.write_str("a periodic task needs a positive period or delay"),
             Error::InvalidThreadName => f.write_str("the thread name prefix contains a NUL byte"),
-            Error::ZeroClaimBatch => f.write_str("the claim batch must be positive, got 0"),
             Error::SpinTooLong { requested, max } => {
                 write!(
                     f,

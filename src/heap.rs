@@ -499,15 +499,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         self.sift_up(pos);
     }
 
-    /// Issue a stamp without inserting anything: for an entry that is
-    /// claimed as it arrives and never enters the heap, so that no later
-    /// entry gets the same stamp.
-    pub(crate) fn take_seq(&mut self) -> u64 {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        seq
-    }
-
     /// Put back an entry taken out earlier, keeping its stamp (so its place
     /// among equal due times, and handles that name it by stamp, stay valid).
     /// Returns the entry if `key` is present now, or `seq` was never issued.

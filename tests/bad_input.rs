@@ -69,7 +69,7 @@ fn the_largest_worker_count_starts_or_says_why_not() {
 }
 
 #[test]
-fn zero_too_large_capacity_and_claim_batch_are_errors() {
+fn zero_and_too_large_capacities_are_errors() {
     let b = || TimerPool::<u64>::builder().workers(1);
     assert_eq!(b().capacity(0).build().unwrap_err(), Error::ZeroCapacity);
     if usize::MAX > timerpool::heap::MAX_LEN {
@@ -81,12 +81,8 @@ fn zero_too_large_capacity_and_claim_batch_are_errors() {
             }
         );
     }
-    assert_eq!(
-        b().claim_batch(0).build().unwrap_err(),
-        Error::ZeroClaimBatch
-    );
-    // The extremes that are allowed work.
-    let pool = b().capacity(1).claim_batch(usize::MAX).build().unwrap();
+    // The extreme that is allowed works.
+    let pool = b().capacity(1).build().unwrap();
     let h = pool.submit(Duration::ZERO, || 2).unwrap();
     assert_eq!(done(h), Outcome::Completed(2));
     pool.shutdown();

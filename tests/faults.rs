@@ -287,15 +287,13 @@ fn a_task_calling_shutdown_does_not_join_itself_and_pending_work_still_runs() {
 }
 
 #[test]
-fn a_task_calling_shutdown_now_keeps_claimed_work_and_removes_pending_work() {
-    // One worker, claim batch 4: keys 1..=4 are claimed together; key 1 calls
-    // shutdown_now. Keys 2..=4 were claimed, so they still run; 5 and 6 were
-    // pending and come back unrun.
+fn a_task_calling_shutdown_now_removes_every_task_not_yet_started() {
+    // One worker: key 1 runs and calls shutdown_now. Keys 2..=6 are due but
+    // no worker has started them, so they are pending and come back unrun.
     let clock = ManualClock::new();
     let pool = Arc::new(
         TimerPool::<u64>::builder()
             .workers(1)
-            .claim_batch(4)
             .clock(clock.clone())
             .build()
             .unwrap(),
@@ -307,18 +305,9 @@ fn a_task_calling_shutdown_now_keeps_claimed_work_and_removes_pending_work() {
         .map(|k| pool.schedule(k, at, move || k).unwrap())
         .collect();
     clock.advance(Duration::from_secs(1));
-    assert_eq!(done(first), Outcome::Completed(vec![5, 6]));
+    assert_eq!(done(first), Outcome::Completed(vec![2, 3, 4, 5, 6]));
     let outcomes: Vec<_> = rest.into_iter().map(done).collect();
-    assert_eq!(
-        outcomes,
-        vec![
-            Outcome::Completed(2),
-            Outcome::Completed(3),
-            Outcome::Completed(4),
-            Outcome::Shutdown,
-            Outcome::Shutdown,
-        ]
-    );
+    assert_eq!(outcomes, vec![Outcome::Shutdown; 5]);
     pool.shutdown();
 }
 
@@ -496,6 +485,18 @@ fn cancelling_a_held_exclusive_task_lets_a_graceful_shutdown_finish() {
         assert!(Instant::now() < deadline, "B was never held");
         std::thread::yield_now();
     }
+    // The worker that held B may still be on its way back to leading: poke
+    // the leader with a far task (a new head notifies it) until it wakes,
+    // then take the poke away (a cancel while running notifies nobody).
+    let poked = pool.stats().leader_wakeups;
+    let mut far = Duration::from_secs(3600);
+    while pool.stats().leader_wakeups == poked {
+        assert!(Instant::now() < deadline, "no leader ever waited");
+        far += Duration::from_secs(1);
+        pool.schedule(2, far, || ()).unwrap();
+        std::thread::yield_now();
+    }
+    assert!(pool.cancel(&2));
     let (closer, done_rx) = shutdown_heard(&pool);
     assert!(pool.cancel(&1));
     assert_eq!(done(b), Outcome::Cancelled);

@@ -101,7 +101,6 @@ fn pool(name: &str, workers: usize) -> TimerPool<Hostile> {
     TimerPool::builder()
         .workers(workers)
         .thread_name(name)
-        .claim_on_submit(false)
         .build()
         .unwrap()
 }

@@ -419,3 +419,51 @@ fn stats_count_every_outcome_and_lateness() {
     // Two significant digits: within 1 % of the exact 1 s.
     assert!(s.lateness.p50 >= SEC && s.lateness.p50 <= SEC * 101 / 100);
 }
+
+#[test]
+fn a_periodic_task_put_back_before_a_far_task_runs_on_time() {
+    // While the periodic task's first run goes on, the other worker leads
+    // and sleeps toward a task an hour away; putting the task back at its
+    // next tick makes it the earliest, and the leader must hear of that or
+    // it oversleeps the tick by an hour.
+    let pool = Arc::new(TimerPool::<&str>::builder().workers(2).build().unwrap());
+    let far = pool
+        .schedule("far", Duration::from_secs(3600), || ())
+        .unwrap();
+    let (tx, rx) = channel();
+    let every = Repeat::fixed_rate(Duration::from_millis(20));
+    let weak = Arc::downgrade(&pool);
+    let mut first = true;
+    let tick = pool
+        .schedule_repeating("tick", Duration::ZERO, every, move || {
+            if std::mem::take(&mut first) {
+                let pool = weak.upgrade().expect("the pool outlives the test");
+                leader_asleep(&pool);
+            }
+            let _ = tx.send(());
+        })
+        .unwrap();
+    for run in 0..3 {
+        rx.recv_timeout(BOUND)
+            .unwrap_or_else(|_| panic!("run {run} did not come within {BOUND:?}"));
+    }
+    assert!(tick.cancel());
+    assert!(far.cancel());
+}
+
+/// Return once a leader is asleep (from inside a task, so on another worker):
+/// poke it with ever earlier far tasks (each a new head, which notifies the
+/// leader) until its wake-up count moves, then take the poke away again (a
+/// cancel while running notifies nobody).
+fn leader_asleep(pool: &TimerPool<&'static str>) {
+    let before = pool.stats().leader_wakeups;
+    let start = Instant::now();
+    let mut poke = Duration::from_secs(1800);
+    while pool.stats().leader_wakeups == before {
+        assert!(start.elapsed() < BOUND, "no leader ever slept");
+        poke -= Duration::from_millis(1);
+        pool.schedule("poke", poke, || ()).unwrap();
+        std::thread::yield_now();
+    }
+    assert!(pool.cancel(&"poke"));
+}

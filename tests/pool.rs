@@ -186,39 +186,6 @@ fn keyless_equal_due_times_run_in_submission_order() {
 }
 
 #[test]
-fn claim_batch_bounds_claimed_tasks_so_the_rest_stay_cancellable() {
-    let clock = ManualClock::new();
-    let pool = TimerPool::<u64>::builder()
-        .workers(1)
-        .claim_batch(4)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    let gate = Arc::new(Barrier::new(2));
-    let g = gate.clone();
-    let at = timerpool::Clock::now(&clock) + Duration::from_secs(1);
-    let mut handles = vec![pool
-        .schedule(1, at, move || {
-            g.wait();
-            g.wait();
-        })
-        .unwrap()];
-    for k in 2..=10u64 {
-        handles.push(pool.schedule(k, at, || ()).unwrap());
-    }
-    clock.advance(Duration::from_secs(1)); // all ten fall due at once
-    gate.wait(); // task 1 runs on the only worker
-                 // One leadership claimed exactly one batch: keys 1..=4 (FIFO on equal due).
-    assert_eq!(pool.len(), 6);
-    assert!((2..=4u64).all(|k| !pool.cancel(&k)));
-    assert!((5..=10u64).all(|k| pool.cancel(&k)));
-    gate.wait();
-    let outcomes: Vec<_> = handles.into_iter().map(done).collect();
-    assert!(outcomes[..4].iter().all(|o| *o == Outcome::Completed(())));
-    assert!(outcomes[4..].iter().all(|o| *o == Outcome::Cancelled));
-}
-
-#[test]
 fn out_of_range_times_are_errors_not_panics() {
     let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
     assert_eq!(
@@ -247,10 +214,6 @@ fn builder_rejects_bad_configuration() {
         Error::TooManyWorkers { .. }
     ));
     assert_eq!(e(TimerPool::builder().capacity(0)), Error::ZeroCapacity);
-    assert_eq!(
-        e(TimerPool::builder().claim_batch(0)),
-        Error::ZeroClaimBatch
-    );
 }
 
 #[test]
@@ -434,35 +397,31 @@ fn shutdown_returns_once_the_last_pending_task_is_cancelled() {
 }
 
 #[test]
-fn a_task_due_on_arrival_is_claimed_by_its_scheduling_call() {
-    let (clock, pool) = manual_pool(2);
+fn a_task_due_on_arrival_is_pending_until_a_worker_starts_it() {
+    // One worker, busy: a task due at once stays pending (cancellable,
+    // counted) until the worker is free to start it.
+    let (clock, pool) = manual_pool(1);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let blocker = pool
+        .schedule(0, clock.clone_now(), move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv_timeout(BOUND).unwrap();
+        })
+        .unwrap();
+    started_rx.recv_timeout(BOUND).unwrap();
     let h = pool.schedule(1, clock.clone_now(), || "ran").unwrap();
-    // Claimed on arrival: no longer pending, so cancel cannot stop it.
-    assert!(!pool.cancel(&1));
-    assert_eq!(pool.len(), 0);
-    assert_eq!(done(h), Outcome::Completed("ran"));
-
-    // Turned off, the same task waits in the heap for the leader; the clock
-    // is before its due time here, so it stays cancellable.
-    let clock = ManualClock::new();
-    let pool = TimerPool::<u64>::builder()
-        .workers(2)
-        .clock(clock.clone())
-        .claim_on_submit(false)
-        .build()
-        .unwrap();
-    let later = pool
-        .schedule(1, clock.clone_now() + Duration::from_secs(1), || "ran")
-        .unwrap();
+    assert_eq!(pool.len(), 1);
     assert!(pool.cancel(&1));
-    assert_eq!(done(later), Outcome::Cancelled);
+    assert_eq!(done(h), Outcome::Cancelled);
+    release_tx.send(()).unwrap();
+    assert_eq!(done(blocker), Outcome::Completed(()));
 }
 
 #[test]
-fn a_task_claimed_on_arrival_runs_while_every_follower_is_busy() {
-    // One follower blocked in a task, the leader asleep on an empty heap: the
-    // scheduling call must wake the leader, or the task would wait in the
-    // hand-off queue until the blocked task returns.
+fn a_task_due_on_arrival_runs_while_another_worker_is_busy() {
+    // One worker blocked in a task, the leader asleep on an empty heap: the
+    // new due task wakes the leader, which passes the lead on and starts it.
     let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
@@ -583,21 +542,31 @@ fn detached_tasks_run_replace_cancel_and_are_counted() {
 }
 
 #[test]
-fn a_task_claimed_on_arrival_is_not_refused_at_capacity() {
-    // Capacity counts pending tasks; a task claimed on arrival never is one.
+fn capacity_counts_due_tasks_no_worker_has_started() {
+    // A due task is pending until a worker starts it, so capacity counts it.
     let clock = ManualClock::new();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let pool = TimerPool::<u64>::builder()
         .workers(1)
         .capacity(1)
         .clock(clock.clone())
         .build()
         .unwrap();
-    let far = clock.clone_now() + Duration::from_secs(3600);
-    pool.schedule(1, far, || ()).unwrap();
-    let now = pool.schedule(2, clock.clone_now(), || "ran").unwrap();
-    assert_eq!(done(now), Outcome::Completed("ran"));
+    let blocker = pool
+        .schedule(0, clock.clone_now(), move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv_timeout(BOUND).unwrap();
+        })
+        .unwrap();
+    started_rx.recv_timeout(BOUND).unwrap();
+    let due = pool.schedule(1, clock.clone_now(), || "ran").unwrap();
     assert_eq!(
-        pool.schedule(3, far, || ()).unwrap_err(),
+        pool.schedule(2, clock.clone_now(), || "refused")
+            .unwrap_err(),
         Error::CapacityReached { capacity: 1 }
     );
+    release_tx.send(()).unwrap();
+    assert_eq!(done(blocker), Outcome::Completed(()));
+    assert_eq!(done(due), Outcome::Completed("ran"));
 }

@@ -126,7 +126,9 @@ fn a_pool_gives_back_every_thread_it_started() {
         TimerPool::<u64>::builder().workers(0),
         TimerPool::<u64>::builder().workers(usize::MAX),
         TimerPool::<u64>::builder().workers(4).capacity(0),
-        TimerPool::<u64>::builder().workers(4).claim_batch(0),
+        TimerPool::<u64>::builder()
+            .workers(4)
+            .spin_before_due(Duration::from_secs(5)),
     ] {
         assert!(b.build().is_err());
     }

@@ -151,7 +151,6 @@ impl Drop for Guard {
 struct Config {
     seed: u64,
     workers: usize,
-    claim_batch: usize,
     capacity: Option<usize>,
     exclusive_keys: bool,
     /// Staleness tolerance: later starts are skipped as `Expired`.
@@ -161,8 +160,6 @@ struct Config {
     /// Percentage of all operations done when the shutdown is triggered.
     trigger_pct: usize,
     ops: usize,
-    /// Tasks due on arrival are claimed by their scheduling call.
-    claim_on_submit: bool,
 }
 
 impl Config {
@@ -174,7 +171,6 @@ impl Config {
         Config {
             seed,
             workers: rng.gen_range(if exclusive_keys { 2 } else { 1 }..=4),
-            claim_batch: [1, 4, 64][rng.gen_range(0..3)],
             capacity: rng.gen_bool(0.3).then_some(KEYS as usize / 2),
             exclusive_keys,
             expire_after: rng
@@ -184,7 +180,6 @@ impl Config {
             ending,
             trigger_pct: rng.gen_range(30..=90),
             ops,
-            claim_on_submit: rng.gen_bool(0.7),
         }
     }
 }
@@ -454,7 +449,6 @@ fn run_round(cfg: Config) -> Tally {
     );
     let mut builder = TimerPool::<u32>::builder()
         .workers(cfg.workers)
-        .claim_batch(cfg.claim_batch)
         .thread_name(thread_prefix(cfg.ending));
     if let Some(c) = cfg.capacity {
         builder = builder.capacity(c);
@@ -462,9 +456,7 @@ fn run_round(cfg: Config) -> Tally {
     if let Some(t) = cfg.expire_after {
         builder = builder.expire_after(t);
     }
-    builder = builder
-        .exclusive_keys(cfg.exclusive_keys)
-        .claim_on_submit(cfg.claim_on_submit);
+    builder = builder.exclusive_keys(cfg.exclusive_keys);
     if let TestClock::Manual(c) = &clock {
         builder = builder.clock(c.clone());
     }

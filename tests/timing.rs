@@ -183,12 +183,8 @@ fn spin_window_never_polls_for_a_timer_beyond_it() {
 
 #[test]
 fn schedule_batch_runs_every_task_and_replaces_duplicate_keys() {
-    // Without claim on submit every task of the batch is pending first.
-    let pool = TimerPool::<u64>::builder()
-        .workers(2)
-        .claim_on_submit(false)
-        .build()
-        .unwrap();
+    // Every task of the batch is pending before any runs.
+    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
     let now = Instant::now();
     let mut handles = pool
         .schedule_batch((0..100u64).map(|k| (k % 90, now, move || k)))
@@ -205,21 +201,6 @@ fn schedule_batch_runs_every_task_and_replaces_duplicate_keys() {
     }
     for (k, h) in later.into_iter().enumerate() {
         assert_eq!(done(h), Outcome::Completed(90 + k as u64));
-    }
-    pool.shutdown();
-}
-
-#[test]
-fn schedule_batch_runs_a_duplicate_key_twice_when_the_first_was_claimed_on_arrival() {
-    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
-    let now = Instant::now();
-    let handles = pool
-        .schedule_batch((0..20u64).map(|k| (k % 10, now, move || k)))
-        .unwrap();
-    // Due on arrival with nothing else due: each entry is claimed as it
-    // comes, so the second entry of a key is new work, not a replacement.
-    for (k, h) in (0..).zip(handles) {
-        assert_eq!(done(h), Outcome::Completed(k));
     }
     pool.shutdown();
 }

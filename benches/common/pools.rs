@@ -12,7 +12,11 @@ pub const WORKERS: usize = 2;
 /// A pool that runs `f` at `due`, never before (or so it claims).
 pub trait Pool: Sized {
     /// Start the pool.
-    fn start() -> Self;
+    fn start() -> Self {
+        Self::start_with(WORKERS)
+    }
+    /// Start the pool with `workers` threads.
+    fn start_with(workers: usize) -> Self;
     /// Run `f` at `due`; `key` is used by keyed pools and ignored by others.
     fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F);
     /// Stop the pool and join its threads.
@@ -23,8 +27,8 @@ pub trait Pool: Sized {
 pub struct Timerpool(pub TimerPool<u64>);
 
 impl Pool for Timerpool {
-    fn start() -> Self {
-        Timerpool(TimerPool::builder().workers(WORKERS).build().unwrap())
+    fn start_with(workers: usize) -> Self {
+        Timerpool(TimerPool::builder().workers(workers).build().unwrap())
     }
     fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
         drop(self.0.schedule(key, due, f).unwrap());
@@ -39,10 +43,10 @@ impl Pool for Timerpool {
 pub struct TimerpoolPlain(pub TimerPool<u64>);
 
 impl Pool for TimerpoolPlain {
-    fn start() -> Self {
+    fn start_with(workers: usize) -> Self {
         TimerpoolPlain(
             TimerPool::builder()
-                .workers(WORKERS)
+                .workers(workers)
                 .adaptive_wake(false)
                 .build()
                 .unwrap(),
@@ -63,10 +67,10 @@ pub struct TimerpoolSpin(pub TimerPool<u64>);
 pub const SPIN: Duration = Duration::from_micros(250);
 
 impl Pool for TimerpoolSpin {
-    fn start() -> Self {
+    fn start_with(workers: usize) -> Self {
         TimerpoolSpin(
             TimerPool::builder()
-                .workers(WORKERS)
+                .workers(workers)
                 .spin_before_due(SPIN)
                 .build()
                 .unwrap(),
@@ -84,8 +88,8 @@ impl Pool for TimerpoolSpin {
 pub struct Stp(pub ScheduledThreadPool);
 
 impl Pool for Stp {
-    fn start() -> Self {
-        Stp(ScheduledThreadPool::new(WORKERS))
+    fn start_with(workers: usize) -> Self {
+        Stp(ScheduledThreadPool::new(workers))
     }
     fn at<F: FnOnce() + Send + 'static>(&self, _key: u64, due: Instant, f: F) {
         let delay = due.saturating_duration_since(Instant::now());
@@ -98,10 +102,10 @@ impl Pool for Stp {
 pub struct Tokio(pub tokio::runtime::Runtime);
 
 impl Pool for Tokio {
-    fn start() -> Self {
+    fn start_with(workers: usize) -> Self {
         Tokio(
             tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(WORKERS)
+                .worker_threads(workers)
                 .enable_time()
                 .build()
                 .unwrap(),
@@ -122,8 +126,8 @@ impl Pool for Tokio {
 pub struct Naive(pub NaivePool);
 
 impl Pool for Naive {
-    fn start() -> Self {
-        Naive(NaivePool::new(WORKERS))
+    fn start_with(workers: usize) -> Self {
+        Naive(NaivePool::new(workers))
     }
     fn at<F: FnOnce() + Send + 'static>(&self, _key: u64, due: Instant, f: F) {
         drop(self.0.at(due, f));

@@ -183,6 +183,128 @@ pub fn lateness<P: Pool>(pool: &P, n: usize, spread: Duration) -> Lateness {
     }
 }
 
+/// What a mixed-lengths run observed.
+#[derive(Debug, Clone)]
+pub struct Mixed {
+    /// Lateness of the short tasks' starts.
+    pub short: Lateness,
+    /// Short tasks that started more than 1 ms late while fewer than all
+    /// workers ran long tasks (a free worker could have started them).
+    pub stalled: u64,
+}
+
+/// Which stretches of a run had every worker busy with a long task.
+struct AllBusy {
+    /// Long tasks running now.
+    running: AtomicI64,
+    /// When the latest all-busy stretch began (ns since the run's start).
+    began: AtomicI64,
+    /// When the latest all-busy stretch ended (ns since the run's start).
+    ended: AtomicI64,
+    /// The run's start.
+    t0: Instant,
+    /// Workers in the pool.
+    workers: i64,
+}
+
+impl AllBusy {
+    fn ns(&self) -> i64 {
+        self.t0.elapsed().as_nanos() as i64
+    }
+
+    /// Run a long task of `long`.
+    fn long(&self, long: Duration) {
+        if self.running.fetch_add(1, Ordering::SeqCst) + 1 == self.workers {
+            self.began.store(self.ns(), Ordering::SeqCst);
+        }
+        std::thread::sleep(long);
+        if self.running.fetch_sub(1, Ordering::SeqCst) == self.workers {
+            self.ended.store(self.ns(), Ordering::SeqCst);
+        }
+    }
+
+    /// True if a task due at `due` and starting now could have been started
+    /// earlier: every worker ran a long task from its due time until just
+    /// before now (the 200 µs grant the hand-off from the long task's end).
+    fn stalled_with_a_free_worker(&self, due: Instant) -> bool {
+        let due = due.saturating_duration_since(self.t0).as_nanos() as i64;
+        let (began, ended) = (
+            self.began.load(Ordering::SeqCst),
+            self.ended.load(Ordering::SeqCst),
+        );
+        let covered = began <= due && ended >= began && ended >= self.ns() - 200_000;
+        !covered
+    }
+}
+
+/// Mixed task lengths: `n` tasks due evenly over `spread`, every `every`-th
+/// sleeps `long` (occupying a worker), the others return at once. Records
+/// the short tasks' lateness, and how many of them started more than 1 ms
+/// late although not every worker was running a long task all that time.
+pub fn mixed<P: Pool>(
+    pool: &P,
+    n: usize,
+    spread: Duration,
+    every: usize,
+    long: Duration,
+    workers: usize,
+) -> Mixed {
+    let marks: Arc<Vec<AtomicI64>> = Arc::new((0..n).map(|_| AtomicI64::new(i64::MIN)).collect());
+    let stalled = Arc::new(AtomicUsize::new(0));
+    let done = Countdown::new(n);
+    let t0 = Instant::now() + Duration::from_millis(300);
+    let busy = Arc::new(AllBusy {
+        running: AtomicI64::new(0),
+        began: AtomicI64::new(i64::MAX),
+        ended: AtomicI64::new(i64::MIN),
+        t0,
+        workers: workers as i64,
+    });
+    let step = spread.as_nanos() as u64 / n as u64;
+    for i in 0..n {
+        let due = t0 + Duration::from_nanos(i as u64 * step);
+        let (m, d, b, st) = (marks.clone(), done.clone(), busy.clone(), stalled.clone());
+        let is_long = i % every == every - 1;
+        pool.at(scramble(i as u64), due, move || {
+            if is_long {
+                b.long(long);
+            } else {
+                let now = Instant::now();
+                let late = if now >= due {
+                    (now - due).as_nanos() as i64
+                } else {
+                    -1
+                };
+                if late > 1_000_000 && b.stalled_with_a_free_worker(due) {
+                    st.fetch_add(1, Ordering::Relaxed);
+                }
+                m[i].store(late, Ordering::Relaxed);
+            }
+            d.hit();
+        });
+    }
+    let cpu0 = ProcessTime::now();
+    let wall0 = Instant::now();
+    done.wait();
+    let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
+    let shorts: Vec<AtomicI64> = marks
+        .iter()
+        .map(|m| m.load(Ordering::Relaxed))
+        .filter(|&v| v != i64::MIN)
+        .map(AtomicI64::new)
+        .collect();
+    let (hist, early) = collect(&shorts);
+    Mixed {
+        short: Lateness {
+            hist,
+            early,
+            cpu,
+            wall,
+        },
+        stalled: stalled.load(Ordering::Relaxed) as u64,
+    }
+}
+
 /// Preemption: while a task due in 10 s is pending, `trials` times schedule
 /// a task due in 1 ms and record its lateness.
 pub fn preemption<P: Pool>(pool: &P, trials: usize) -> Lateness {

@@ -72,7 +72,7 @@ mod imp {
     }
 
     /// A pool of `workers` on `clock`, with the protocol broken as `fault`
-    /// names (`None`: the real protocol), claim on submit off.
+    /// names (`None`: the real protocol).
     pub fn pool<K>(workers: usize, clock: &ManualClock, fault: Option<&str>) -> TimerPool<K>
     where
         K: std::hash::Hash + Eq + Clone + Send + 'static,
@@ -91,15 +91,7 @@ mod imp {
     where
         K: std::hash::Hash + Eq + Clone + Send + 'static,
     {
-        // Claim on submit would take tasks due at once past the leader, so
-        // the models of the leader's steps turn it off; the models of claim
-        // on submit turn it back on through `configure`.
-        let mut builder = configure(
-            TimerPool::builder()
-                .workers(workers)
-                .clock(clock.clone())
-                .claim_on_submit(false),
-        );
+        let mut builder = configure(TimerPool::builder().workers(workers).clock(clock.clone()));
         if let Some(name) = fault {
             builder = builder.fault(name);
         }

@@ -1,8 +1,8 @@
 #![cfg(loom)]
-//! Model 3, cancel vs claim: `cancel` returns true iff the task never runs.
+//! Model 3, cancel vs start: `cancel` returns true iff the task never runs.
 //!
 //! A task falls due when a model thread advances the manual clock ("the
-//! timeout fired"), racing the main thread's cancel with the leader's claim.
+//! timeout fired"), racing the main thread's cancel with a worker's start.
 //! Both take the task out of the heap under the pool lock, so exactly one
 //! of them gets it: cancel true and outcome `Cancelled`, or cancel false and
 //! the task runs.
@@ -18,8 +18,8 @@ enum Cancel {
     ByHandle,
 }
 
-fn cancel_vs_claim(how: Cancel, fault: Option<&'static str>) {
-    loom_tests::model("cancel_vs_claim", move || {
+fn cancel_vs_start(how: Cancel, fault: Option<&'static str>) {
+    loom_tests::model("cancel_vs_start", move || {
         let clock = ManualClock::new();
         let pool = loom_tests::pool::<u32>(1, &clock, fault);
         let due = clock.now() + loom_tests::LATER;
@@ -48,25 +48,25 @@ fn cancel_vs_claim(how: Cancel, fault: Option<&'static str>) {
 
 #[test]
 fn cancel_by_key_is_true_iff_the_task_never_runs() {
-    cancel_vs_claim(Cancel::ByKey, None);
+    cancel_vs_start(Cancel::ByKey, None);
 }
 
 #[test]
 fn cancel_by_handle_is_true_iff_the_task_never_runs() {
-    cancel_vs_claim(Cancel::ByHandle, None);
+    cancel_vs_start(Cancel::ByHandle, None);
 }
 
-/// Look up, unlock, remove: the leader claims in between and the task runs
+/// Look up, unlock, remove: a worker starts it in between and the task runs
 /// although cancel said true.
 #[test]
 #[should_panic(expected = "cancel returned true and the outcome is Completed")]
 fn cancel_by_key_check_then_remove_is_caught() {
-    cancel_vs_claim(Cancel::ByKey, Some("cancel-check-then-remove"));
+    cancel_vs_start(Cancel::ByKey, Some("cancel-check-then-remove"));
 }
 
 /// The same fault on the handle's cancel, which checks the task's stamp.
 #[test]
 #[should_panic(expected = "cancel returned true and the outcome is Completed")]
 fn cancel_by_handle_check_then_remove_is_caught() {
-    cancel_vs_claim(Cancel::ByHandle, Some("cancel-check-then-remove"));
+    cancel_vs_start(Cancel::ByHandle, Some("cancel-check-then-remove"));
 }

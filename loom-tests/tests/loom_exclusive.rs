@@ -2,8 +2,8 @@
 //! Model 8, exclusive keys: a replacement that falls due while its key's
 //! task runs starts only after that run returns, and is never lost.
 //!
-//! With `exclusive_keys(true)` the leader marks a claimed task's key busy
-//! and moves a due task whose key is busy to `held` instead of claiming it.
+//! With `exclusive_keys(true)` a worker marks a started task's key busy
+//! and moves a due task whose key is busy to `held` instead of starting it.
 //! When the run returns, its worker clears the key and moves the held task
 //! back into the heap under the pool lock, notifying the leader if the head
 //! changed; a draining leader keeps leading while anything is held.
@@ -18,7 +18,7 @@ use timerpool::{Outcome, TaskHandle, TimerPool};
 /// returns that task's handle. The replacement reports whether the first
 /// task had returned when it started. The main thread takes the handle from
 /// the first task's outcome and shuts the pool down at once, while the
-/// replacement may still be held, pending, claimed or running: `shutdown()`
+/// replacement may still be held, pending, starting or running: `shutdown()`
 /// drains, so once it has joined the workers the replacement must have run,
 /// once, after the first task.
 fn replacement_waits_for_the_run(fault: Option<&'static str>) {
@@ -60,7 +60,7 @@ fn replacement_starts_after_the_run_and_is_drained() {
     replacement_waits_for_the_run(None);
 }
 
-/// The leader claims the replacement although its key is busy: the second
+/// A worker starts the replacement although its key is busy: the second
 /// worker runs it while the first task is still running.
 #[test]
 #[should_panic(expected = "the replacement started while its key's task was still running")]
@@ -68,20 +68,11 @@ fn exclusive_no_hold_is_caught() {
     replacement_waits_for_the_run(Some("exclusive-no-hold"));
 }
 
-/// The released replacement goes back into the heap without a notify: the
-/// draining leader sleeps on an empty heap, and the shutdown never joins it.
+/// Releasing the key frees it but leaves the replacement held: it never
+/// goes back into the heap, so it never runs and the draining shutdown
+/// waits for it for ever.
 #[test]
-#[should_panic(
-    expected = "deadlock: thread 0 (main) in src/pool/crew.rs, thread 1 in src/pool/worker.rs, thread 2 in src/pool/leader.rs"
-)]
-fn exclusive_release_without_notify_is_caught() {
-    replacement_waits_for_the_run(Some("exclusive-release-no-notify"));
-}
-
-/// The draining leader stops while the replacement is held: the workers
-/// exit and the replacement never runs.
-#[test]
-#[should_panic(expected = "the replacement has no outcome after shutdown joined the workers")]
-fn drain_ignoring_held_tasks_is_caught() {
-    replacement_waits_for_the_run(Some("drain-ignores-held"));
+#[should_panic(expected = "deadlock: thread 0 (main) in src/pool/crew.rs")]
+fn release_keeping_the_replacement_held_is_caught() {
+    replacement_waits_for_the_run(Some("exclusive-release-keeps-held"));
 }

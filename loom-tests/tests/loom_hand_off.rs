@@ -3,13 +3,12 @@
 //! and no leader.
 //!
 //! One task is due at once; the main thread waits for it, then advances the
-//! manual clock so that a second task falls due. The first leader claimed
-//! only the first task, so the second needs the next leadership, and the
-//! clock may move while the token is still in the channel, with no worker in
-//! the leader's wait to be notified. The leader sends the claimed tasks and
-//! then the one lead token, so the claimed tasks are ahead of the token, some
-//! worker always takes the lead next, and it reads the clock and the head
-//! before it decides to wait.
+//! manual clock so that a second task falls due. The leader that found the
+//! first task due passed the token on before starting it, so the second
+//! needs the next leadership, and the clock may move while the token is
+//! still in the channel, with no worker in the leader's wait to be notified.
+//! Some worker always takes the lead next, and it reads the clock and the
+//! head before it decides to wait.
 
 use std::time::Duration;
 use timerpool::{ManualClock, Outcome};
@@ -37,8 +36,8 @@ fn leadership_comes_back_to_a_single_worker() {
     hand_off(1, None);
 }
 
-/// The leader sends its claimed task but drops the token: nobody leads, the
-/// second task is never claimed, and both workers sit idle in `recv`.
+/// The leader starts the first task but drops the token: nobody leads, the
+/// second task is never started, and both workers sit idle in `recv`.
 #[test]
 #[should_panic(
     expected = "deadlock: thread 0 (main) in src/pool/outcome.rs, thread 1 in src/pool/worker.rs, thread 2 in src/pool/worker.rs"

@@ -27,7 +27,7 @@ fn schedule_between_check_and_wait_wakes_the_leader() {
 }
 
 /// Checking the head, letting go of the lock, then waiting: the schedule in
-/// the gap notifies nobody, the task is never claimed, and the main thread
+/// the gap notifies nobody, the task is never started, and the main thread
 /// waits on its handle forever.
 #[test]
 #[should_panic(

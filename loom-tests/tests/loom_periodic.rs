@@ -32,12 +32,12 @@ fn every_later() -> Repeat {
 
 /// Cancel vs putting the task back: one worker; the task's first run is due
 /// at once, the second at `LATER`. A canceller thread cancels it while the
-/// first run is pending, claimed, running or put back. Only then does the
+/// first run is pending, starting, running or put back. Only then does the
 /// main thread move the clock to the second tick, so the second run could
-/// only be claimed after the cancel returned true, and must never happen. A
-/// run claimed before the cancel may still start after it (a claimed run is
-/// in progress: its stand-in is what the cancel removed), so the model
-/// counts runs, not starts after the cancel.
+/// only be started after the cancel returned true, and must never happen. A
+/// run started before the cancel may still be running after it (its
+/// stand-in is what the cancel removed), so the model counts runs, not
+/// what happens after the cancel.
 fn cancel_vs_reinsert(how: Cancel, fault: Option<&'static str>) {
     loom_tests::model("cancel_vs_reinsert", move || {
         let clock = ManualClock::new();
@@ -158,12 +158,12 @@ fn replace_reinsert_without_stand_in_check_is_caught() {
     replace_vs_reinsert(Some("reinsert-without-stand-in-check"));
 }
 
-/// Putting the task back must reach the leader: two workers; a far task due
-/// at `3 * LATER` and the periodic task due at once. Its first run moves the
+/// A task put back already due runs: two workers; a far task due at
+/// `3 * LATER` and the periodic task due at once. Its first run moves the
 /// clock to `LATER` (the second tick) before it returns, so the leader, woken
 /// by that move, still sees only the far task and the stand-in and sleeps
-/// again. The task put back at `LATER` is then the earliest and already due:
-/// only the worker's notify can wake the leader for the second run.
+/// again. The task put back at `LATER` is then the earliest and already due;
+/// the worker that put it back starts it (or the leader, notified).
 fn reinsert_reaches_leader(fault: Option<&'static str>) {
     loom_tests::model("reinsert_reaches_leader", move || {
         let clock = ManualClock::new();
@@ -194,15 +194,4 @@ fn reinsert_reaches_leader(fault: Option<&'static str>) {
 #[test]
 fn reinserted_earliest_task_wakes_the_leader() {
     reinsert_reaches_leader(None);
-}
-
-/// The task goes back in at the head without a notify: the leader sleeps
-/// toward the far task, the other worker idles in `recv`, and the main
-/// thread waits for a second run that never comes.
-#[test]
-#[should_panic(
-    expected = "deadlock: thread 0 (main) in loom-tests/tests/loom_periodic.rs, thread 1 in src/pool/worker.rs, thread 2 in src/pool/leader.rs"
-)]
-fn reinsert_without_notify_is_caught() {
-    reinsert_reaches_leader(Some("reinsert-no-notify"));
 }

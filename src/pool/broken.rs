@@ -27,6 +27,26 @@ pub(crate) fn cancel_check_then_remove<K: Key>(
     pending
 }
 
+/// `Fault::ShutdownNowCheckThenDrain`: read the pending keys (taking the
+/// tasks out and putting them back, keeping their stamps), unlock, then stop
+/// and drain as `stop_now` does, and report the keys first read.
+pub(crate) fn stop_now_check_then_drain<K: Key>(shared: &Shared<K>) -> Vec<K> {
+    let keys: Vec<K> = {
+        let mut st = shared.state.lock();
+        let pending = st.heap.drain();
+        let keys = pending
+            .iter()
+            .filter_map(|e| e.key.keyed().cloned())
+            .collect();
+        for entry in pending {
+            let _ = st.heap.restore(entry);
+        }
+        keys
+    };
+    drop(shared.stop_now_here());
+    keys
+}
+
 /// `Fault::ReplaceKeepsOld`: a pending key gets a fresh keyless number, so
 /// the new task goes in beside the old one instead of replacing it.
 pub(crate) fn beside_old<K: Key>(shared: &Shared<K>, st: &State<K>, key: TaskKey<K>) -> TaskKey<K> {

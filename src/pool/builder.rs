@@ -57,8 +57,6 @@ pub(crate) struct Config {
     pub(crate) thread_name: String,
     /// The pool's time source.
     pub(crate) clock: Arc<dyn Clock>,
-    /// Most tasks one leadership claims.
-    pub(crate) claim_batch: usize,
     /// Keep a key's tasks from running at the same time.
     pub(crate) exclusive_keys: bool,
     /// Staleness tolerance in nanoseconds.
@@ -67,9 +65,6 @@ pub(crate) struct Config {
     pub(crate) spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     pub(crate) adaptive_wake: bool,
-    /// Whether a task due when it arrives is claimed by its scheduling call
-    /// (never with exclusive keys).
-    pub(crate) claim_on_submit: bool,
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
 }
@@ -94,12 +89,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 capacity: MAX_LEN,
                 thread_name: "timerpool".to_string(),
                 clock: Arc::new(SystemClock),
-                claim_batch: 64,
                 exclusive_keys: false,
                 expire_after: None,
                 spin_before_due: Duration::ZERO,
                 adaptive_wake: true,
-                claim_on_submit: true,
                 faults: Faults::default(),
             },
             _key: PhantomData,
@@ -132,37 +125,6 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// [`ManualClock`](crate::ManualClock) to drive time by hand in tests.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.config.clock = Arc::new(clock);
-        self
-    }
-
-    /// Most tasks one leader claims before it passes the lead on. Claimed
-    /// tasks can no longer be cancelled, so a bound keeps cancel meaningful
-    /// during bursts. Default: 64. Zero makes [`build`](Self::build) fail.
-    pub fn claim_batch(mut self, n: usize) -> Self {
-        self.config.claim_batch = n;
-        self
-    }
-
-    /// Claim a one-shot task in the call that schedules it when it is
-    /// already due then and nothing else pending is due: it goes straight
-    /// to the workers without a trip through the heap and the leader. Such a
-    /// task is claimed from the start, so cancel returns `false` for it,
-    /// exactly as if a leader had claimed it at that instant. Off, every
-    /// task enters the heap and stays cancellable until a leader claims it.
-    /// Never applies with [`exclusive_keys`](Self::exclusive_keys) or to
-    /// periodic tasks. Default: `true`.
-    ///
-    /// ```
-    /// use std::time::Instant;
-    /// use timerpool::{Outcome, TimerPool};
-    ///
-    /// let pool = TimerPool::<u32>::builder().workers(1).build().unwrap();
-    /// let h = pool.schedule(7, Instant::now(), || 1).unwrap();
-    /// assert!(!pool.cancel(&7)); // claimed on submission
-    /// assert_eq!(h.wait(), Outcome::Completed(1));
-    /// ```
-    pub fn claim_on_submit(mut self, on: bool) -> Self {
-        self.config.claim_on_submit = on;
         self
     }
 
@@ -260,9 +222,6 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         }
         let c = &self.config;
         check_capacity(c.capacity)?;
-        if c.claim_batch == 0 {
-            return Err(Error::ZeroClaimBatch);
-        }
         if c.thread_name.contains('\0') {
             return Err(Error::InvalidThreadName);
         }
@@ -279,7 +238,6 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         Ok(Config {
             workers,
             expire_after,
-            claim_on_submit: c.claim_on_submit && !c.exclusive_keys,
             ..self.config
         })
     }

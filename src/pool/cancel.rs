@@ -4,11 +4,9 @@
 
 use super::broken;
 use super::fault::Fault;
-use super::handoff::{Claimed, Msg};
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State};
-use super::task::{PoolEntry, Runnable, TaskKey};
-use crate::contain::drop_quietly;
+use super::task::{PoolEntry, TaskKey};
 
 impl<K: Key> State<K> {
     /// Remove `key`'s pending task, from the heap or held for its key; only
@@ -86,35 +84,29 @@ impl<K: Key> Shared<K> {
         }
     }
 
-    /// Step 8, at once: refuse new work, take the claimed tasks still queued
-    /// in the channel and every pending task, and tell each `Shutdown`.
-    /// Returns the keys of the removed keyed tasks in due order (a running
-    /// periodic task's stand-in is stopped, not returned).
+    /// Step 8, at once: refuse new work, remove every pending task (due or
+    /// not: a task is pending until a worker starts it), and tell each
+    /// `Shutdown`. Returns the keys of the removed keyed tasks in due order
+    /// (a running periodic task's stand-in is stopped, not returned).
     pub(crate) fn stop_now(&self) -> Vec<K> {
-        let (queued, drained) = {
+        if self.faults.has(Fault::ShutdownNowCheckThenDrain) {
+            return broken::stop_now_check_then_drain(self);
+        }
+        self.stop_now_here()
+    }
+
+    /// [`stop_now`](Self::stop_now), in one critical section.
+    pub(crate) fn stop_now_here(&self) -> Vec<K> {
+        let drained = {
             let mut st = self.state.lock();
             st.mode = Mode::Stopped;
-            let queued = self.take_queued();
             // Held tasks are already due: they come first.
             let mut drained = st.exclusive.drain();
             drained.extend(st.heap.drain());
             self.leader_cv.notify_one();
-            (queued, drained)
+            drained
         };
         let mut keys = Vec::new();
-        for claimed in queued {
-            if let TaskKey::Keyed(k) = claimed.key {
-                keys.push(k);
-            }
-            match claimed.task {
-                Runnable::Once(job) => {
-                    self.counters.abandoned(Abandon::Shutdown);
-                    job.abandon(Abandon::Shutdown);
-                }
-                // Its stand-in, drained from the heap, is told `Shutdown`.
-                Runnable::Periodic(job) => drop_quietly(job),
-            }
-        }
         for entry in drained {
             if let (TaskKey::Keyed(k), false) = (entry.key, entry.value.is_stand_in()) {
                 keys.push(k);
@@ -122,26 +114,5 @@ impl<K: Key> Shared<K> {
             self.abandon(entry.value, Abandon::Shutdown);
         }
         keys
-    }
-
-    /// Take the claimed tasks waiting in the channel (a worker blocked in a
-    /// long task may never reach them), keeping the protocol's own messages
-    /// going: the token ends here with an exit pill in its place, since the
-    /// pool has stopped.
-    fn take_queued(&self) -> Vec<Claimed<K>> {
-        let mut queued = Vec::new();
-        let mut pills = 0;
-        while let Ok(msg) = self.rx.try_recv() {
-            match msg {
-                Msg::One(c) => queued.push(c),
-                Msg::Run(part) => queued.extend(part),
-                Msg::Lead(_) | Msg::Exit => pills += 1,
-                Msg::Free(buffers) => drop(buffers),
-            }
-        }
-        for _ in 0..pills {
-            let _ = self.tx.send(Msg::Exit);
-        }
-        queued
     }
 }

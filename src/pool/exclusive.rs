@@ -4,7 +4,7 @@
 //! # Ground rules
 //!
 //! - Everything here lives under the pool's state lock.
-//! - A key is *busy* from the claim of its task until its worker releases
+//! - A key is *busy* from the start of its task until its worker releases
 //!   it after the run. A due task whose key is busy is *held* here instead
 //!   of being claimed; it is still pending (cancel, replace and shutdown find
 //!   it here), and it goes back into the heap, with its original stamp, when
@@ -84,7 +84,14 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
         key: &TaskKey<K>,
         heap: &mut IndexedHeap<TaskKey<K>, Task>,
     ) -> Vec<TaskKey<K>> {
-        let found = catch(|| (self.busy.take(key), self.held.remove_entry(key)));
+        let keep_held = self.faults.has(Fault::ExclusiveReleaseKeepsHeld);
+        let found = catch(|| {
+            let busy = self.busy.take(key);
+            (
+                busy,
+                (!keep_held).then(|| self.held.remove_entry(key)).flatten(),
+            )
+        });
         let (busy, held) = match found {
             Ok((busy, held)) => (busy.into_iter().collect(), held.into_iter().collect()),
             Err(payload) => {

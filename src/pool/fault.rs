@@ -26,7 +26,7 @@ pub(crate) enum Fault {
     /// that reading after every wake, instead of re-reading it.
     StaleClock,
     /// `cancel` looks the key up in one critical section and removes it in
-    /// another, and reports the lookup: a claim in between runs a task whose
+    /// another, and reports the lookup: a start in between runs a task whose
     /// cancel returned true.
     CancelCheckThenRemove,
     /// Scheduling a pending key adds the new task beside the old one (as a
@@ -41,39 +41,34 @@ pub(crate) enum Fault {
     /// lock: the notify can fall between the leader's clock read and its
     /// wait.
     WakeWithoutLock,
-    /// The leader sends the claimed tasks but drops the lead token.
+    /// The leader finds work due but drops the lead token instead of
+    /// passing it on.
     DropLead,
     /// After a periodic run the worker puts the task back even when its
     /// stand-in was removed meanwhile (by a cancel, a replace or a
     /// shutdown): the task runs again after a cancel that returned true.
     ReinsertWithoutStandInCheck,
-    /// A periodic task put back after its run does not notify the leader,
-    /// even when it became the earliest task.
-    ReinsertNoNotify,
-    /// Exclusive keys: the leader claims a due task whose key's previous task
+    /// Exclusive keys: a worker starts a due task whose key's previous task
     /// still runs instead of holding it.
     ExclusiveNoHold,
-    /// Exclusive keys: releasing a key moves its held successor back into
-    /// the heap without notifying the leader.
-    ExclusiveReleaseNoNotify,
-    /// A draining leader stops once the heap is empty, although tasks are
-    /// still held for their keys.
-    DrainIgnoresHeld,
-    /// A task claimed by its scheduling call is sent to the workers after
-    /// the lock is released: a shutdown in between lets the leader's exit
-    /// pill overtake it, and no worker is left to run it.
-    ClaimSendAfterUnlock,
-    /// A task claimed by its scheduling call is sent without waking the
-    /// leader: with every follower busy (or none), it waits in the queue
-    /// while the leader sleeps.
-    ClaimNoCallLeader,
+    /// Exclusive keys: releasing a key frees it but leaves its held
+    /// successor held, out of the heap, for ever.
+    ExclusiveReleaseKeepsHeld,
+    /// `shutdown_now` decides which keys it returns in one critical section
+    /// and removes the tasks in another: a worker can start a task in
+    /// between, which then runs although its key was returned.
+    ShutdownNowCheckThenDrain,
+    /// A leader that finds work due starts and runs a task before it passes
+    /// the token on: while that task runs, no other worker leads or starts
+    /// anything, so a due task waits behind it with a worker free.
+    RunBeforePass,
 }
 
 #[cfg_attr(not(loom), allow(dead_code))]
 impl Fault {
     /// Every fault with the name [`Builder::fault`](super::Builder::fault)
     /// takes.
-    const ALL: [(&'static str, Fault); 16] = [
+    const ALL: [(&'static str, Fault); 14] = [
         ("no-notify-on-new-head", Fault::NoNotifyOnNewHead),
         ("unlock-before-wait", Fault::UnlockBeforeWait),
         ("stale-clock", Fault::StaleClock),
@@ -87,15 +82,16 @@ impl Fault {
             "reinsert-without-stand-in-check",
             Fault::ReinsertWithoutStandInCheck,
         ),
-        ("reinsert-no-notify", Fault::ReinsertNoNotify),
         ("exclusive-no-hold", Fault::ExclusiveNoHold),
         (
-            "exclusive-release-no-notify",
-            Fault::ExclusiveReleaseNoNotify,
+            "exclusive-release-keeps-held",
+            Fault::ExclusiveReleaseKeepsHeld,
         ),
-        ("drain-ignores-held", Fault::DrainIgnoresHeld),
-        ("claim-send-after-unlock", Fault::ClaimSendAfterUnlock),
-        ("claim-no-call-leader", Fault::ClaimNoCallLeader),
+        ("run-before-pass", Fault::RunBeforePass),
+        (
+            "shutdown-now-check-then-drain",
+            Fault::ShutdownNowCheckThenDrain,
+        ),
     ];
 
     /// The fault called `name`.

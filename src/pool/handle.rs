@@ -51,9 +51,10 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
         }
     }
 
-    /// Cancel the task if it is still pending. True iff it was: it will never
-    /// run and its outcome is [`Outcome::Cancelled`]. False once it has been
-    /// claimed, replaced, cancelled or shut down.
+    /// Cancel the task if it is still pending (due or not, until a worker
+    /// starts it). True iff it was: it will never run and its outcome is
+    /// [`Outcome::Cancelled`]. False once it has started, or was replaced,
+    /// cancelled or shut down.
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
             Some(pool) => pool.cancel(&self.key, Some(self.seq)),
@@ -145,9 +146,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     }
 
     /// Stop future runs. True iff the task was still live (pending or
-    /// running); the final outcome is then [`Outcome::Cancelled`]. A run the
-    /// leader already claimed (about to start, or running) still happens, and
-    /// none follows it.
+    /// running); the final outcome is then [`Outcome::Cancelled`]. A run a
+    /// worker already started still completes, and none follows it.
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
             Some(pool) => pool.cancel_current(&self.key, || self.ctl.seq()),

@@ -1,47 +1,31 @@
-//! The hand-off: what travels through the channel between the leader, the
-//! scheduling calls and the workers, and the lead token.
+//! The hand-off: what travels through the channel between the workers, and
+//! the lead token.
 //!
 //! # Ground rules
 //!
-//! - The channel is FIFO and unbounded. Claimed tasks go in before the token
-//!   that follows them, and an exit pill goes in only behind everything
-//!   claimed (`docs/protocol.md`, steps 5, 8 and 12).
+//! - No task travels through the channel: a due task stays pending in the
+//!   heap until the worker that runs it takes it (`worker::start_one`), so
+//!   it waits behind nothing and stays cancellable until it starts.
+//! - The channel carries the one [`Lead`] token (which also wakes the
+//!   follower it reaches: a leader that finds due work passes it on before
+//!   running that work), the exit pill, and buffers to free.
 //! - Exactly one [`Lead`] exists while the pool runs; it is in the channel or
-//!   held by the one leader.
+//!   held by the one leader, who never runs a task while holding it.
 
-use super::task::{Runnable, TaskKey};
-use crate::sync::Sender;
-use std::time::{Duration, Instant};
-
-/// A claimed task, with what the worker needs to run it.
-pub(crate) struct Claimed<K> {
-    /// The task.
-    pub(crate) task: Runnable,
-    /// Its key (for periodic re-insertion and exclusive keys).
-    pub(crate) key: TaskKey<K>,
-    /// Its due time, nanoseconds since the pool's epoch.
-    pub(crate) due: i64,
-    /// When it was claimed.
-    pub(crate) claimed: Instant,
-}
+use std::time::Duration;
 
 /// What travels through the hand-off channel.
-pub(crate) enum Msg<K> {
-    /// Claimed tasks, in due order: run each and deliver its outcome.
-    Run(Vec<Claimed<K>>),
-    /// One claimed task.
-    One(Claimed<K>),
+pub(crate) enum Msg {
     /// The leadership token.
     Lead(Lead),
     /// Stop: pass it on to the next worker, then exit.
     Exit,
-    /// Buffers the heap gave up, to free outside every lock. Sent last in a
-    /// hand-off, so the worker that receives it has nothing else to do.
+    /// Buffers the heap gave up, to free outside every lock.
     Free(Box<dyn std::any::Any + Send>),
 }
 
 /// A few values in order, without an allocation while there is only one
-/// (most scheduling calls claim or replace at most one task).
+/// (most scheduling calls replace at most one task).
 pub(crate) struct Few<T> {
     /// The first value, while it is the only one.
     first: Option<T>,
@@ -67,16 +51,6 @@ impl<T> Few<T> {
         self.all.extend(self.first.take());
         self.all.push(value);
     }
-
-    /// Values held.
-    pub(crate) fn len(&self) -> usize {
-        self.all.len() + usize::from(self.first.is_some())
-    }
-
-    /// True when it holds nothing.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_none() && self.all.is_empty()
-    }
 }
 
 impl<T> Extend<T> for Few<T> {
@@ -94,23 +68,8 @@ impl<T> IntoIterator for Few<T> {
     }
 }
 
-impl<K> Few<Claimed<K>> {
-    /// Hand claimed tasks to the workers: one task as `One`, more as at most
-    /// one `Run` part per worker (a burst then costs one channel hand-off per
-    /// part, not per task, and every worker still gets a share).
-    pub(crate) fn send(self, tx: &Sender<Msg<K>>, workers: usize) {
-        if let Some(task) = self.first {
-            let _ = tx.send(Msg::One(task));
-            return;
-        }
-        for part in split(self.all, workers) {
-            let _ = tx.send(Msg::Run(part));
-        }
-    }
-}
-
 /// The leadership token. Exactly one exists per running pool; holding it is
-/// the only way to claim tasks. It carries what the leaders have learnt
+/// the only way to wait on the heap. It carries what the leaders have learnt
 /// about this machine's wake-up latency, so the estimate travels with the
 /// leadership and needs no lock of its own.
 #[derive(Debug)]
@@ -195,22 +154,6 @@ impl WakeLatency {
     }
 }
 
-/// Split claimed tasks, in order, into at most `workers` parts of nearly
-/// equal length.
-fn split<T>(batch: Vec<T>, workers: usize) -> Vec<Vec<T>> {
-    let parts = workers.min(batch.len()).max(1);
-    let per = batch.len().div_ceil(parts);
-    let mut out = Vec::with_capacity(parts);
-    let mut jobs = batch.into_iter();
-    loop {
-        let part: Vec<T> = jobs.by_ref().take(per).collect();
-        if part.is_empty() {
-            return out;
-        }
-        out.push(part);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,13 +183,5 @@ mod tests {
             w.observe(Duration::from_secs(1));
         }
         assert_eq!(w.early(), MAX_EARLY);
-    }
-
-    #[test]
-    fn split_keeps_order_and_makes_at_most_one_part_per_worker() {
-        let parts = split((0..10).collect::<Vec<_>>(), 3);
-        assert_eq!(parts, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]);
-        assert_eq!(split(vec![1], 4), vec![vec![1]]);
-        assert!(split(Vec::<u8>::new(), 2).is_empty());
     }
 }

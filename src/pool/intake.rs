@@ -1,19 +1,17 @@
-//! Intake, protocol steps 6 and 12: a scheduling call admits its tasks
-//! under the lock, replacing a pending task under the same key, and
-//! notifies the leader when the earliest due time changes; a one-shot task
-//! already due while nothing pending is due is claimed on arrival and sent
-//! to the workers before the lock is released.
+//! Intake, protocol step 6: a scheduling call admits its tasks under the
+//! lock, replacing a pending task under the same key, and notifies the
+//! leader when the earliest due time changes. Every task goes into the heap,
+//! a task already due too: it is pending until a worker starts it.
 //!
 //! One path serves a single task and a batch: a batch is admitted under one
 //! acquisition of the lock, all or none.
 
 use super::broken;
 use super::fault::Fault;
-use super::handoff::{Claimed, Few};
+use super::handoff::Few;
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State};
-use super::task::{Runnable, Task, TaskKey};
-use super::time::Now;
+use super::task::{Task, TaskKey};
 use crate::contain::drop_quietly;
 use crate::heap::Inserted;
 use crate::sync::MutexGuard;
@@ -31,18 +29,16 @@ pub(crate) struct Arrival<K> {
 
 /// What admitting leaves to do once the lock is released.
 struct Admitted<K> {
-    /// Tasks claimed on arrival, sent before the lock is released.
-    claimed: Few<Claimed<K>>,
     /// Pending tasks the arrivals replaced, told `Replaced` after it.
     replaced: Few<Task>,
     /// Keys to drop after it (user `Drop` never runs under the lock).
     keys: Few<TaskKey<K>>,
-    /// Arrivals the heap took or that were claimed.
+    /// Arrivals the heap took.
     count: u64,
 }
 
 impl<K: Key> Shared<K> {
-    /// Steps 6 and 12: admit `arrivals` under one lock, all or none, and
+    /// Step 6: admit `arrivals` under one lock, all or none, and
     /// tell `stamped` each one's position and stamp (under the lock, so a
     /// periodic task can record it before anyone else sees the entry).
     ///
@@ -69,15 +65,13 @@ impl<K: Key> Shared<K> {
             MutexGuard::unlocked(&mut st, || ());
         }
         let head = st.heap.peek_due();
-        let mut claim = self.claim_window(&st);
         let mut out = Admitted {
-            claimed: Few::new(),
             replaced: Few::new(),
             keys: Few::new(),
             count: 0,
         };
         for (i, arrival) in arrivals.enumerate() {
-            match self.admit_one(&mut st, arrival, &mut claim, &mut out) {
+            match self.admit_one(&mut st, arrival, &mut out) {
                 Ok(seq) => stamped(i, seq),
                 Err((key, task)) => return self.refuse_at_capacity(st, key, task, out),
             }
@@ -86,7 +80,7 @@ impl<K: Key> Shared<K> {
         if st.heap.peek_due() != head && !self.faults.has(Fault::NoNotifyOnNewHead) {
             self.leader_cv.notify_one();
         }
-        self.send_claimed(st, out.claimed);
+        drop(st);
         self.after_admission(out.replaced, out.keys);
         Ok(())
     }
@@ -105,27 +99,13 @@ impl<K: Key> Shared<K> {
         }
     }
 
-    /// The clock's reading if tasks due now may be claimed on arrival: the
-    /// pool claims on submission and nothing pending is due (so the hand-off
-    /// queue stays in due order).
-    fn claim_window(&self, st: &State<K>) -> Option<Now> {
-        if !self.config.claim_on_submit {
-            return None;
-        }
-        let now = self.time.now();
-        let head_due = st.heap.peek_due().is_some_and(|d| d <= now.ns);
-        (!head_due).then_some(now)
-    }
-
-    /// Admit one task under the lock: claimed on arrival while `claim`
-    /// holds, or into the heap (which ends claiming for the rest of a batch,
-    /// keeping due order). Returns its stamp, or the key and task back when
-    /// a new key finds the heap at capacity.
+    /// Admit one task into the heap under the lock, replacing a pending task
+    /// under its key. Returns its stamp, or the key and task back when a new
+    /// key finds the heap at capacity.
     fn admit_one(
         &self,
         st: &mut State<K>,
         a: Arrival<K>,
-        claim: &mut Option<Now>,
         out: &mut Admitted<K>,
     ) -> Result<u64, (TaskKey<K>, Task)> {
         // A held task (exclusive keys) is pending too: this replaces it.
@@ -133,13 +113,7 @@ impl<K: Key> Shared<K> {
             out.replaced.push(held.value);
             out.keys.push(held.key);
         }
-        let task = match (*claim, a.task) {
-            (Some(now), Task::Once(job)) if a.due <= now.ns => {
-                return Ok(self.claim_on_arrival(st, a.key, a.due, job, now, out));
-            }
-            (_, task) => task,
-        };
-        *claim = None;
+        let task = a.task;
         let key = if self.faults.has(Fault::ReplaceKeepsOld) {
             broken::beside_old(self, st, a.key)
         } else {
@@ -157,49 +131,6 @@ impl<K: Key> Shared<K> {
         };
         out.count += 1;
         Ok(seq)
-    }
-
-    /// Step 12: claim a task due on arrival. It replaces the key's pending
-    /// task and takes a stamp that no heap entry will ever have (it is never
-    /// pending, so a handle's cancel finds nothing).
-    fn claim_on_arrival(
-        &self,
-        st: &mut State<K>,
-        key: TaskKey<K>,
-        due: i64,
-        job: Box<dyn super::task::OnceJob>,
-        now: Now,
-        out: &mut Admitted<K>,
-    ) -> u64 {
-        if let TaskKey::Keyed(_) = key {
-            if let Some(old) = st.heap.remove(&key) {
-                out.replaced.push(old.value);
-                out.keys.push(old.key);
-            }
-        }
-        out.count += 1;
-        out.claimed.push(Claimed {
-            task: Runnable::Once(job),
-            key,
-            due,
-            claimed: now.at,
-        });
-        st.heap.take_seq()
-    }
-
-    /// Step 12: send the tasks claimed on arrival while still holding the
-    /// lock, so they are in the channel before any exit pill a later
-    /// shutdown makes the leader send; then wake the leader, which helps
-    /// run them if every follower is busy. Releases the lock.
-    fn send_claimed(&self, st: MutexGuard<'_, State<K>>, claimed: Few<Claimed<K>>) {
-        if claimed.is_empty() {
-            return;
-        }
-        let _st = (!self.faults.has(Fault::ClaimSendAfterUnlock)).then_some(st);
-        claimed.send(&self.tx, self.config.workers);
-        if !self.faults.has(Fault::ClaimNoCallLeader) {
-            self.leader_cv.notify_one();
-        }
     }
 
     /// A single task refused at capacity: nothing changed but the held task

@@ -1,5 +1,5 @@
 //! The leader: the one worker in a timed wait on the heap, protocol steps
-//! 2-5 (`docs/protocol.md`, which also sketches the proof).
+//! 1-3 and 5 (`docs/protocol.md`, which also sketches the proof).
 //!
 //! # Ground rules
 //!
@@ -16,22 +16,18 @@
 //!   the measured wake-up latency when adaptive wake is on, whichever is
 //!   longer). No due time in the window means a plain wait, so an idle pool
 //!   never spins.
-//! - Claimed tasks leave the heap under the lock and are sent, with the
-//!   token after them, only once the lock is released.
-//! - User code runs here: the clock (contained in `time.rs`) and a claimed
-//!   key's `Hash`, `Eq` and `Clone` (exclusive keys, a periodic task's
-//!   stand-in). A panic of a key is contained per task: that task is told
-//!   `Panicked` and the claim goes on. Should anything else unwind out of
-//!   the leader, [`Holding`] puts the token back into the channel, so the
-//!   pool never loses its leader.
+//! - The leader never runs a task while it holds the token. When the head is
+//!   due it passes the token on first (step 5), so the next free worker
+//!   leads (or, finding work due, passes it on and starts work too), then
+//!   it starts due tasks itself as any worker does (`worker::start_one`).
+//! - User code runs here: the clock, contained in `time.rs`. Should anything
+//!   unwind out of the leader, [`Holding`] puts the token back into the
+//!   channel, so the pool never loses its leader.
 
 use super::broken::FirstReading;
 use super::fault::Fault;
-use super::handoff::{Claimed, Few, Lead, Msg};
+use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared, State};
-use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
-use super::time::{Now, NEVER};
-use crate::heap::{Inserted, Retired};
 use crate::sync::{thread, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -40,11 +36,8 @@ use std::time::{Duration, Instant};
 enum Step {
     /// The pool stops: end the token, send the exit pill (step 8).
     Exit,
-    /// Nothing is due and claimed tasks wait in the channel: pass the token
-    /// on behind them and help run them (step 2).
-    Help,
-    /// The head is due: claim (step 4).
-    Claim,
+    /// The head is due: pass the token on and start due tasks (step 5).
+    Start,
     /// Sleep until this real instant, or until notified if `None` (step 3).
     Sleep(Option<Instant>),
     /// The head's due time is inside the spin window: yield once (step 3).
@@ -92,10 +85,20 @@ impl<K> Drop for Holding<'_, K> {
     }
 }
 
-/// Step 1: lead until there is due work to hand off, tasks queued to help
-/// with, or the pool stops (then the exit pill goes behind everything
-/// queued, and the caller serves the queue until a pill reaches it).
-pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) {
+/// How a leadership ended.
+pub(crate) enum Led {
+    /// The pool stopped; the exit pill is sent.
+    Stopped,
+    /// Work is due and the token was passed on: start due tasks. With
+    /// `Fault::RunBeforePass` the token comes back instead, to be passed on
+    /// only after a run.
+    Start(Option<Lead>),
+}
+
+/// Step 1: lead until work is due (then the token is passed on and the
+/// caller starts due tasks) or the pool stops (then the exit pill goes
+/// behind everything queued).
+pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
     let mut token = Holding {
         shared,
         token: Some(token),
@@ -108,17 +111,11 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) {
             now = first.keep(now);
         }
         match check(shared, &st, now.ns, &token) {
-            Step::Exit => return exit(shared, st, token.take()),
-            Step::Help => return help(shared, st, token.take()),
-            Step::Claim => {
-                let batch = claim(shared, &mut st, now);
-                if batch.is_empty() {
-                    continue; // everything due was held for its key
-                }
-                let retired = st.heap.take_retired();
-                drop(st);
-                return hand_off(shared, batch, token.take(), retired);
+            Step::Exit => {
+                exit(shared, st, token.take());
+                return Led::Stopped;
             }
+            Step::Start => return pass(shared, st, token.take()),
             Step::Sleep(until) => sleep(shared, &mut st, until, &mut token),
             Step::Yield => {
                 token.yielded();
@@ -138,10 +135,7 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &Lead) -> S
     }
     let head = st.heap.peek_due();
     if head.is_some_and(|due| due <= now) {
-        return Step::Claim;
-    }
-    if shared.backlog() > 0 {
-        return Step::Help;
+        return Step::Start;
     }
     let Some(deadline) = head.and_then(|due| shared.time.sleep_deadline(due)) else {
         return Step::Sleep(None); // nothing pending, or a clock moved by hand
@@ -188,74 +182,23 @@ fn sleep<K>(
     st.wakeups += 1;
 }
 
-/// Step 4: pop at most `claim_batch` due entries. From here `cancel`
-/// returns false for them. Exclusive keys hold a task whose key is busy
-/// (step 11). A task whose key panics on the way is told `Panicked`.
-fn claim<K: Key>(shared: &Shared<K>, st: &mut State<K>, now: Now) -> Few<Claimed<K>> {
-    let mut batch = Few::new();
-    while batch.len() < shared.config.claim_batch {
-        let Some(entry) = st.heap.pop_due(now.ns) else {
-            break;
-        };
-        match or_lose(entry, |entry| claim_one(st, entry, now.at)) {
-            Some(claimed) => batch.extend(claimed),
-            None => shared.counters.lost_to_a_panic(),
-        }
+/// Step 5: with the lock released, pass the token on to the next free
+/// worker, and the buffers the heap gave up while shrinking behind it (a
+/// free can stall for milliseconds; a worker with nothing else to do frees
+/// them).
+fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lead) -> Led {
+    let retired = st.heap.take_retired();
+    drop(st);
+    if shared.faults.has(Fault::RunBeforePass) {
+        return Led::Start(Some(token));
     }
-    batch
-}
-
-/// Claim one due entry, unless exclusive keys hold it for its busy key. A
-/// periodic task leaves its stand-in under its key (step 10); a stand-in is
-/// due never, so it is never claimed.
-fn claim_one<K: Key>(st: &mut State<K>, entry: PoolEntry<K>, at: Instant) -> Option<Claimed<K>> {
-    let entry = st.exclusive.claim(entry)?;
-    let task = match entry.value {
-        Task::Once(job) => Runnable::Once(job),
-        Task::Periodic(job) => {
-            let stand_in = Task::StandIn(job.ctl().clone());
-            let (Inserted::New { seq } | Inserted::Replaced { seq, .. }) =
-                st.heap.insert(entry.key.clone(), NEVER, stand_in);
-            job.ctl().set_seq(seq);
-            Runnable::Periodic(job)
-        }
-        Task::StandIn(ctl) => {
-            debug_assert!(false, "a stand-in was due");
-            let _ = st.heap.insert(entry.key, NEVER, Task::StandIn(ctl));
-            return None;
-        }
-    };
-    Some(Claimed {
-        task,
-        key: entry.key,
-        due: entry.due,
-        claimed: at,
-    })
-}
-
-/// Step 5: with the lock released, send the claimed tasks, the token behind
-/// them, and last the buffers the heap gave up while shrinking (a free can
-/// stall for milliseconds, so a worker with nothing else to do frees them).
-fn hand_off<K: Key>(
-    shared: &Shared<K>,
-    batch: Few<Claimed<K>>,
-    token: Lead,
-    retired: Retired<TaskKey<K>, Task>,
-) {
-    batch.send(&shared.tx, shared.config.workers);
-    if shared.faults.has(Fault::DropLead) {
-        return;
+    if !shared.faults.has(Fault::DropLead) {
+        let _ = shared.tx.send(Msg::Lead(token));
     }
-    let _ = shared.tx.send(Msg::Lead(token));
     if !retired.is_empty() {
         let _ = shared.tx.send(Msg::Free(Box::new(retired)));
     }
-}
-
-/// Step 2, help: pass the token on behind the tasks queued in the channel.
-fn help<K>(shared: &Shared<K>, st: MutexGuard<'_, State<K>>, token: Lead) {
-    drop(st);
-    let _ = shared.tx.send(Msg::Lead(token));
+    Led::Start(None)
 }
 
 /// Step 8: the token ends here; the exit pill goes behind everything queued.

@@ -61,8 +61,11 @@ use time::NEVER;
 /// time, never before, with exactly one [`Outcome`] per task.
 ///
 /// One worker at a time leads: it alone sleeps until the earliest due time
-/// (or until an earlier task preempts it), claims what is due and hands it to
-/// the other workers. Scheduling a pending key replaces its task atomically.
+/// (or until an earlier task preempts it); when work is due it passes the
+/// lead on and starts the work, and every free worker takes the next due
+/// task, one at a time, so no due task waits behind a running one while a
+/// worker is free. A task is pending, cancellable and replaceable, until a
+/// worker starts it. Scheduling a pending key replaces its task atomically.
 ///
 /// The ways to add work (every due time is an [`Instant`] or a
 /// [`Duration`](std::time::Duration) from now, see [`Due`]):
@@ -116,7 +119,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     ///
     /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
     /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
-    /// [`Error::ZeroClaimBatch`], [`Error::InvalidThreadName`],
+    /// [`Error::InvalidThreadName`],
     /// [`Error::SpinTooLong`], [`Error::TimeOutOfRange`] for an
     /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the
     /// operating system refused a thread (the ones already started are
@@ -298,10 +301,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// Schedule many keyed tasks under one acquisition of the pool's lock:
     /// each `(key, when, f)` as [`schedule`](Self::schedule) would, in
     /// order. A key that appears twice is replaced by its later entry (the
-    /// earlier handle reports [`Outcome::Replaced`]) while the earlier one
-    /// is pending; an earlier entry already claimed on arrival
-    /// ([`Builder::claim_on_submit`]) runs, and so does the later one. All or
-    /// none: on error nothing is scheduled and every closure is dropped.
+    /// earlier handle reports [`Outcome::Replaced`]). All or none: on error
+    /// nothing is scheduled and every closure is dropped.
     ///
     /// # Errors
     ///
@@ -387,8 +388,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// Cancel `key`'s pending task. True iff one was pending: it will never
-    /// run and its outcome is [`Outcome::Cancelled`]. A task already claimed
-    /// by the leader (about to run, or running) cannot be cancelled.
+    /// run and its outcome is [`Outcome::Cancelled`]. A task is pending until
+    /// a worker starts it, due or not; a task that has started cannot be
+    /// cancelled.
     ///
     /// # Examples
     ///
@@ -414,8 +416,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         (due != NEVER).then(|| self.shared.time.instant_of(due))
     }
 
-    /// Number of pending (not yet claimed) tasks; a periodic task counts
-    /// while it is live.
+    /// Number of pending (not yet started) tasks, due or not; a periodic
+    /// task counts while it is live.
     pub fn len(&self) -> usize {
         self.shared.state.lock().pending()
     }
@@ -453,9 +455,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// Stop taking new tasks, remove every pending task unrun (outcome
-    /// [`Outcome::Shutdown`]) and the claimed tasks still queued for a
-    /// worker (the same), let running tasks finish, join the workers, and
-    /// return the keys of the removed keyed tasks in due order.
+    /// [`Outcome::Shutdown`]; due tasks no worker has started are pending
+    /// too), let running tasks finish, join the workers, and return the keys
+    /// of the removed keyed tasks in due order.
     ///
     /// Called from inside one of the pool's tasks, it does not wait for the
     /// workers. Dropping the pool does the same.

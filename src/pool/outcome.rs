@@ -81,12 +81,15 @@ impl<T> From<Abandon> for Outcome<T> {
 
 /// When a task fell due, was claimed, started and finished, on the pool's
 /// clock. The steps a task never reached are `None`: a cancelled task was
-/// never claimed, an expired one never started.
+/// never claimed, an expired one never started. A task is claimed by the
+/// worker that runs it, when it takes the task out of the pending tasks to
+/// start it at once: `started` follows `claimed` by a clock read, or by the
+/// staleness check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     /// Its due time.
     pub due: Instant,
-    /// When the leader claimed it.
+    /// When its worker took it out of the pending tasks to run it.
     pub claimed: Option<Instant>,
     /// When a worker started it.
     pub started: Option<Instant>,

@@ -10,11 +10,11 @@
 //!   that hold no pool lock.
 //! - `Shared::leader_cv` has at most one waiter, the leader. It is notified,
 //!   under the lock, when the earliest due time changes, when the mode
-//!   changes, when a manual clock moves, and when tasks claimed on arrival
-//!   wait in the channel.
+//!   changes, when a manual clock moves, and when a draining pool runs out
+//!   of pending work.
 //! - The protocol between leader and workers is in `docs/protocol.md`; the
-//!   steps live in `intake.rs` (6, 12), `cancel.rs` (7, 8), `leader.rs`
-//!   (2-5) and `worker.rs` (10, 11).
+//!   steps live in `intake.rs` (6), `cancel.rs` (7, 8), `leader.rs` (1-3,
+//!   5) and `worker.rs` (4, 10, 11).
 
 use super::builder::Config;
 use super::exclusive::ExclusiveKeys;
@@ -72,10 +72,10 @@ pub(crate) struct Shared<K> {
     pub(crate) leader_cv: Condvar,
     /// The pool's clock and epoch.
     pub(crate) time: Timeline,
-    /// Hand-off channel: claimed tasks, the lead token, the exit pill.
-    pub(crate) tx: Sender<Msg<K>>,
+    /// Hand-off channel: the lead token, the exit pill, buffers to free.
+    pub(crate) tx: Sender<Msg>,
     /// Receiving end, shared by all workers.
-    pub(crate) rx: Receiver<Msg<K>>,
+    pub(crate) rx: Receiver<Msg>,
     /// The validated configuration.
     pub(crate) config: Config,
     /// Counters and lateness histograms.
@@ -118,11 +118,11 @@ impl<K: Key> Shared<K> {
     /// True when the leader may stop: draining or stopped, and nothing
     /// pending anywhere.
     pub(crate) fn drained(&self, st: &State<K>) -> bool {
-        st.heap.is_empty() && (st.exclusive.is_empty() || self.faults.has(Fault::DrainIgnoresHeld))
+        st.heap.is_empty() && st.exclusive.is_empty()
     }
 
     /// A draining leader waits for the last pending task; when a removal
-    /// (not a claim) takes it, the leader must hear of it or it would sleep
+    /// (not a start) takes it, the leader must hear of it or it would sleep
     /// until that task's due time, or for ever if it waits untimed.
     pub(crate) fn notify_if_drained(&self, st: &State<K>) {
         if st.mode != Mode::Running && self.drained(st) {
@@ -135,11 +135,6 @@ impl<K: Key> Shared<K> {
         // A periodic task is counted by its stand-in or itself, once.
         self.counters.abandoned(why);
         task.abandon(why);
-    }
-
-    /// Messages waiting in the hand-off queue.
-    pub(crate) fn backlog(&self) -> usize {
-        self.rx.len()
     }
 }
 

@@ -1,11 +1,17 @@
-//! Worker threads: block on the hand-off channel and serve what arrives.
+//! Worker threads: lead when the token reaches them, start due tasks one at
+//! a time, run them, and settle what a run leaves.
 //!
 //! # Ground rules
 //!
-//! - A worker that is not leading never looks at a clock to decide
-//!   anything: it blocks in `recv` and runs each task it receives outside
-//!   every pool lock. Receiving the [`Lead`](super::handoff::Lead) token
-//!   makes it the leader until it passes the token on (`leader.rs`).
+//! - A worker that is not leading and has nothing due to start blocks in
+//!   `recv`, never on a clock. Receiving the [`Lead`](super::handoff::Lead)
+//!   token makes it the leader until it passes the token on (`leader.rs`).
+//! - A worker *starts* a task by taking it out of the heap under the lock
+//!   (step 4, [`start_one`]), one task at a time and only to run it at once,
+//!   outside every lock. Until then the task is pending: cancel, replace and
+//!   `shutdown_now` find it, capacity counts it, and it waits behind no other
+//!   task. After a run the worker starts the next due task, until none is
+//!   due.
 //! - After a run it takes the lock only when the run leaves something to
 //!   settle: a periodic task to put back (step 10) or an exclusive key to
 //!   release (step 11). See `docs/protocol.md`.
@@ -15,14 +21,27 @@
 //!   dropped only after the lock is released.
 
 use super::fault::Fault;
-use super::handoff::{Claimed, Msg};
-use super::leader;
+use super::handoff::{Lead, Msg};
+use super::leader::{self, Led};
 use super::outcome::{Outcome, Ran, RunCtx};
 use super::periodic::{After, PeriodicJob};
 use super::shared::{Key, Shared, State};
-use super::task::{PoolEntry, Runnable, Task, TaskKey};
+use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
+use super::time::NEVER;
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
+
+/// A started task, with what the worker needs to run it.
+pub(crate) struct Claimed<K> {
+    /// The task.
+    task: Runnable,
+    /// Its key (for periodic re-insertion and exclusive keys).
+    key: TaskKey<K>,
+    /// Its due time, nanoseconds since the pool's epoch.
+    due: i64,
+    /// When it was taken out of the heap.
+    claimed: std::time::Instant,
+}
 
 /// What a run leaves to settle under the lock.
 enum Finished {
@@ -52,17 +71,12 @@ enum Leftover<K> {
 pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
     loop {
         match shared.rx.recv() {
-            Ok(Msg::One(c)) => contain(shared, || execute(shared, index, c)),
-            Ok(Msg::Run(part)) => {
-                for c in part {
-                    contain(shared, || execute(shared, index, c));
+            Ok(Msg::Free(buffers)) => drop(buffers),
+            Ok(Msg::Lead(token)) => {
+                if let Some(Led::Start(held)) = contain(shared, || leader::lead(shared, token)) {
+                    run_due(shared, index, held);
                 }
             }
-            Ok(Msg::Free(buffers)) => drop(buffers),
-            // After sending the exit pill the former leader keeps serving:
-            // tasks claimed on arrival may be queued ahead of the pill, and
-            // with one worker nobody else would run them.
-            Ok(Msg::Lead(token)) => contain(shared, || leader::lead(shared, token)),
             Ok(Msg::Exit) | Err(_) => {
                 // Every worker passes the pill on, so one Exit stops them all;
                 // the runs queued before it are served first (FIFO).
@@ -75,11 +89,88 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
 
 /// Run `step`, containing a panic of user code outside a task's run (which
 /// catches its own): it is counted and the worker keeps serving.
-fn contain<K>(shared: &Shared<K>, step: impl FnOnce()) {
-    if let Err(payload) = catch(step) {
-        forget_payload(payload);
-        shared.counters.contained();
+fn contain<K, R>(shared: &Shared<K>, step: impl FnOnce() -> R) -> Option<R> {
+    match catch(step) {
+        Ok(r) => Some(r),
+        Err(payload) => {
+            forget_payload(payload);
+            shared.counters.contained();
+            None
+        }
     }
+}
+
+/// Start and run due tasks, one at a time, until none is due. `held` is the
+/// token of a leader broken on purpose (`Fault::RunBeforePass`), passed on
+/// only after its first run.
+fn run_due<K: Key>(shared: &Shared<K>, index: usize, mut held: Option<Lead>) {
+    while let Some(c) = contain(shared, || start_one(shared)).flatten() {
+        contain(shared, || execute(shared, index, c));
+        if let Some(token) = held.take() {
+            let _ = shared.tx.send(Msg::Lead(token));
+        }
+    }
+    if let Some(token) = held {
+        let _ = shared.tx.send(Msg::Lead(token));
+    }
+}
+
+/// Step 4: take the earliest due task out of the heap to run it now. From
+/// here `cancel` returns false for it. Exclusive keys hold a task whose key
+/// is busy (step 11); a periodic task leaves its stand-in (step 10); a task
+/// whose key panics on the way is told `Panicked`. `None`: nothing is due.
+fn start_one<K: Key>(shared: &Shared<K>) -> Option<Claimed<K>> {
+    // Read before the lock: the clock is monotonic, so a task due by this
+    // reading is due when it starts (never early), and the lock is held for
+    // less. (The leader reads it under the lock: its wait depends on it.)
+    let now = shared.time.now();
+    let mut st = shared.state.lock();
+    loop {
+        let Some(entry) = st.heap.pop_due(now.ns) else {
+            shared.notify_if_drained(&st);
+            let retired = st.heap.take_retired();
+            drop(st);
+            drop(retired);
+            return None;
+        };
+        match or_lose(entry, |entry| claim_one(&mut st, entry, now.at)) {
+            Some(Some(claimed)) => return Some(claimed),
+            Some(None) => {} // held for its busy key
+            None => shared.counters.lost_to_a_panic(),
+        }
+    }
+}
+
+/// Take one due entry, unless exclusive keys hold it for its busy key. A
+/// periodic task leaves its stand-in under its key (step 10); a stand-in is
+/// due never, so it is never taken.
+fn claim_one<K: Key>(
+    st: &mut State<K>,
+    entry: PoolEntry<K>,
+    at: std::time::Instant,
+) -> Option<Claimed<K>> {
+    let entry = st.exclusive.claim(entry)?;
+    let task = match entry.value {
+        Task::Once(job) => Runnable::Once(job),
+        Task::Periodic(job) => {
+            let stand_in = Task::StandIn(job.ctl().clone());
+            let (Inserted::New { seq } | Inserted::Replaced { seq, .. }) =
+                st.heap.insert(entry.key.clone(), NEVER, stand_in);
+            job.ctl().set_seq(seq);
+            Runnable::Periodic(job)
+        }
+        Task::StandIn(ctl) => {
+            debug_assert!(false, "a stand-in was due");
+            let _ = st.heap.insert(entry.key, NEVER, Task::StandIn(ctl));
+            return None;
+        }
+    };
+    Some(Claimed {
+        task,
+        key: entry.key,
+        due: entry.due,
+        claimed: at,
+    })
 }
 
 /// Run one claimed task, then settle what the run left.
@@ -171,9 +262,7 @@ fn settle<K: Key>(
         }
         let release_moved = st.heap.peek_due() != head;
         shared.notify_if_drained(st);
-        if (put_back_moved && !shared.faults.has(Fault::ReinsertNoNotify))
-            || (release_moved && !shared.faults.has(Fault::ExclusiveReleaseNoNotify))
-        {
+        if put_back_moved || release_moved {
             shared.leader_cv.notify_one();
         }
         leftover

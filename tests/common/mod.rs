@@ -47,6 +47,8 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 /// leader has heard it (its wake-up count moved; it then waits again, since
 /// it holds the lock from its wake to its next wait and `stats()` reads
 /// under that lock). The receiver gets a message when `shutdown()` returns.
+/// The caller makes sure a leader is waiting first (a worker may still be on
+/// its way back to leading).
 pub fn shutdown_heard(
     pool: &std::sync::Arc<TimerPool<u64>>,
 ) -> (std::thread::JoinHandle<()>, std::sync::mpsc::Receiver<()>) {

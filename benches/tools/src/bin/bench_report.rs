@@ -15,9 +15,9 @@ mod common;
 
 use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
 use common::workloads::{
-    burst, burst_batch, burst_batch_detached, churn, idle, lateness, preemption, ChurnDelayQueue,
-    ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnResult, ChurnScheduler, ChurnStp, Idle,
-    Lateness,
+    burst, burst_batch, burst_batch_detached, churn, idle, lateness, mixed, preemption,
+    ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnResult, ChurnScheduler,
+    ChurnStp, Idle, Lateness, Mixed,
 };
 use stats_alloc::StatsAlloc;
 use std::alloc::System;
@@ -315,6 +315,10 @@ fn main() {
         }
     }
 
+    if want("mixed") {
+        mixed_report(runs);
+    }
+
     if want("idle") {
         let names = [
             "timerpool",
@@ -348,4 +352,65 @@ fn main() {
         }
     }
     println!("\ntotal {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// Mixed task lengths (the fair hand-off): 20,000 tasks due over 2 s, every
+/// 250th sleeps 20 ms; the short tasks' lateness, the stalls over 1 ms with
+/// a worker free of long tasks, and CPU, on 2 and 4 workers.
+fn mixed_report(runs: usize) {
+    const N: usize = 20_000;
+    const EVERY: usize = 250;
+    const LONG: Duration = Duration::from_millis(20);
+    for workers in [2, 4] {
+        let names = ["timerpool", "scheduled-thread-pool"];
+        let mut res: Vec<Vec<Mixed>> = vec![Vec::new(); names.len()];
+        for _ in 0..runs {
+            let go = |i: usize| -> Mixed {
+                match i {
+                    0 => with_workers(workers, |p: &Timerpool| {
+                        mixed(p, N, SPREAD, EVERY, LONG, workers)
+                    }),
+                    _ => with_workers(workers, |p: &Stp| mixed(p, N, SPREAD, EVERY, LONG, workers)),
+                }
+            };
+            for (i, r) in res.iter_mut().enumerate() {
+                r.push(go(i));
+            }
+        }
+        let rows: Vec<Row> = names
+            .iter()
+            .zip(&res)
+            .map(|(n, v)| Row {
+                name: n,
+                cells: vec![
+                    stat(v.iter().map(|m| m.short.us(0.5)).collect()),
+                    stat(v.iter().map(|m| m.short.us(0.99)).collect()),
+                    stat(v.iter().map(|m| m.short.us(0.999)).collect()),
+                    stat(v.iter().map(|m| m.short.max_us()).collect()),
+                    stat(v.iter().map(|m| m.stalled as f64).collect()),
+                    stat(v.iter().map(|m| m.short.early as f64).collect()),
+                    stat(
+                        v.iter()
+                            .map(|m| 100.0 * m.short.cpu.as_secs_f64() / m.short.wall.as_secs_f64())
+                            .collect(),
+                    ),
+                ],
+            })
+            .collect();
+        print_table(
+            &format!(
+                "mixed lengths: {N} tasks over {SPREAD:?}, every {EVERY}th sleeps {LONG:?}, {workers} workers (short tasks' lateness, µs; stalls > 1 ms with a worker free; CPU % of one core)"
+            ),
+            &["p50", "p99", "p99.9", "max", "stalls", "early", "CPU %"],
+            &rows,
+            &[false; 7],
+        );
+    }
+}
+
+fn with_workers<P: Pool, R>(workers: usize, f: impl FnOnce(&P) -> R) -> R {
+    let p = P::start_with(workers);
+    let r = f(&p);
+    p.finish();
+    r
 }

@@ -1,0 +1,171 @@
+//! Tests for the fair hand-off: no due task waits behind a running one while
+//! a worker is free, and a task stays pending (cancellable, replaceable,
+//! returned by `shutdown_now`, counted by capacity) until a worker starts it.
+
+mod common;
+use common::*;
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{mpsc, Arc, Barrier};
+use std::time::Duration;
+use timerpool::{Clock, Outcome, TimerPool};
+
+/// Start `n` tasks that block until the returned sender is dropped, and
+/// wait until all `n` run.
+fn block_workers(pool: &TimerPool<u64>, n: usize, due: std::time::Instant) -> Blocked {
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
+    let started = Arc::new(Barrier::new(n + 1));
+    let handles = (0..n as u64)
+        .map(|k| {
+            let (rx, started) = (release_rx.clone(), started.clone());
+            pool.schedule(1000 + k, due, move || {
+                started.wait();
+                // Every blocked task waits for the sender to go away.
+                let _ = rx.lock().unwrap().recv_timeout(BOUND);
+            })
+            .unwrap()
+        })
+        .collect();
+    Blocked {
+        release: Some(release_tx),
+        started,
+        handles,
+    }
+}
+
+/// Tasks that block their workers until released.
+struct Blocked {
+    release: Option<mpsc::Sender<()>>,
+    started: Arc<Barrier>,
+    handles: Vec<timerpool::TaskHandle<(), u64>>,
+}
+
+impl Blocked {
+    /// Wait until every blocked task runs.
+    fn running(&self) {
+        self.started.wait();
+    }
+
+    /// Let them return, and check they completed.
+    fn release(mut self) {
+        drop(self.release.take());
+        for h in self.handles.drain(..) {
+            assert_eq!(done(h), Outcome::Completed(()));
+        }
+    }
+}
+
+/// `workers` workers, `blocked` of them running a long task due with
+/// `short` short tasks: the short ones must all complete while the long
+/// ones block.
+fn short_tasks_pass_blocked_ones(workers: usize, blocked: usize, short: u64) {
+    let (clock, pool) = manual_pool::<u64>(workers);
+    let at = clock.now() + Duration::from_secs(1);
+    let long = block_workers(&pool, blocked, at);
+    let shorts: Vec<_> = (0..short)
+        .map(|k| pool.schedule(k, at, move || k).unwrap())
+        .collect();
+    clock.advance(Duration::from_secs(1));
+    long.running();
+    for (k, h) in (0..).zip(shorts) {
+        assert_eq!(done(h), Outcome::Completed(k), "short task {k}");
+    }
+    long.release();
+}
+
+#[test]
+fn with_two_workers_tasks_due_with_a_blocked_task_complete_while_it_blocks() {
+    short_tasks_pass_blocked_ones(2, 1, 3);
+}
+
+#[test]
+fn with_four_workers_tasks_due_with_three_blocked_tasks_complete_while_they_block() {
+    short_tasks_pass_blocked_ones(4, 3, 8);
+}
+
+#[test]
+fn tasks_due_on_arrival_pass_a_blocked_task() {
+    let (clock, pool) = manual_pool::<u64>(2);
+    let long = block_workers(&pool, 1, clock.now());
+    long.running();
+    let shorts: Vec<_> = (0..5u64)
+        .map(|k| pool.schedule(k, clock.now(), move || k).unwrap())
+        .collect();
+    let batch = pool
+        .schedule_batch((10..15u64).map(|k| (k, clock.now(), move || k)))
+        .unwrap();
+    for (k, h) in (0..).zip(shorts) {
+        assert_eq!(done(h), Outcome::Completed(k));
+    }
+    for (k, h) in (10..).zip(batch) {
+        assert_eq!(done(h), Outcome::Completed(k));
+    }
+    long.release();
+}
+
+#[test]
+fn with_every_worker_busy_a_due_task_stays_pending_and_never_runs() {
+    let (clock, pool) = manual_pool::<u64>(2);
+    let long = block_workers(&pool, 2, clock.now());
+    long.running();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let cancelled = pool
+        .schedule(1, clock.now(), move || {
+            r.fetch_add(1, SeqCst);
+        })
+        .unwrap();
+    // Due, but no worker is free: pending, so cancel wins.
+    assert_eq!(pool.len(), 1);
+    assert!(cancelled.cancel());
+    assert_eq!(done(cancelled), Outcome::Cancelled);
+    // Due and pending: a schedule of its key replaces it.
+    let r = ran.clone();
+    let replaced = pool
+        .schedule(2, clock.now(), move || {
+            r.fetch_add(1, SeqCst);
+        })
+        .unwrap();
+    let replacement = pool.schedule(2, clock.now(), || ()).unwrap();
+    assert_eq!(done(replaced), Outcome::Replaced);
+    assert_eq!(pool.len(), 1);
+    // Still pending: shutdown_now returns it.
+    let pool = Arc::new(pool);
+    let p = pool.clone();
+    let stopper = std::thread::spawn(move || p.shutdown_now());
+    assert_eq!(done(replacement), Outcome::Shutdown);
+    long.release();
+    assert_eq!(stopper.join().unwrap(), vec![2]);
+    assert_eq!(ran.load(SeqCst), 0, "a cancelled or replaced task ran");
+}
+
+#[test]
+fn a_cancel_racing_the_start_is_exact() {
+    // True: it never ran (Cancelled). False: it ran, once (Completed).
+    let pool = Arc::new(TimerPool::<u64>::builder().workers(2).build().unwrap());
+    let (mut won, mut lost) = (0, 0);
+    for round in 0..3000u64 {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let h = pool
+            .schedule(round, Duration::ZERO, move || r.fetch_add(1, SeqCst))
+            .unwrap();
+        let cancelled = pool.cancel(&round);
+        let outcome = done(h);
+        if cancelled {
+            won += 1;
+            assert_eq!(outcome, Outcome::Cancelled, "round {round}");
+            assert_eq!(
+                ran.load(SeqCst),
+                0,
+                "round {round}: ran after a true cancel"
+            );
+        } else {
+            lost += 1;
+            assert_eq!(outcome, Outcome::Completed(0), "round {round}");
+            assert_eq!(ran.load(SeqCst), 1, "round {round}");
+        }
+    }
+    assert_eq!(won + lost, 3000);
+}

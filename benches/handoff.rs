@@ -32,7 +32,11 @@ fn one<P: Pool>(g: &mut BenchmarkGroup<'_, WallTime>, name: &'static str, worker
                 let m = mixed(&pool, TASKS, SPREAD, EVERY, LONG, workers);
                 pool.finish();
                 total += Duration::from_nanos(m.short.hist.value_at_quantile(0.999));
-                RUNS.lock().unwrap().entry((name, workers)).or_default().push(m);
+                RUNS.lock()
+                    .unwrap()
+                    .entry((name, workers))
+                    .or_default()
+                    .push(m);
             }
             total
         })
@@ -59,7 +63,16 @@ fn main() {
     println!("\nshort tasks' lateness in µs, median over runs; CPU = process CPU / wall");
     println!(
         "{:<22} {:>7} {:>4} {:>8} {:>8} {:>8} {:>9} {:>7} {:>6} {:>6}",
-        "implementation", "workers", "runs", "p50", "p99", "p99.9", "max", "stalls", "early", "CPU%"
+        "implementation",
+        "workers",
+        "runs",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "stalls",
+        "early",
+        "CPU%"
     );
     for ((name, workers), runs) in RUNS.lock().unwrap().iter() {
         let m = |f: &dyn Fn(&Mixed) -> f64| median(runs.iter().map(f).collect());

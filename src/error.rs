@@ -40,6 +40,9 @@ pub enum Error {
     /// The worker thread name prefix contains a NUL byte, which no thread
     /// name may hold.
     InvalidThreadName,
+    /// A staleness tolerance of zero was requested: it would expire every
+    /// task a worker does not start within the nanosecond it falls due.
+    ZeroExpiry,
     /// A spin window longer than the pool accepts was requested.
     SpinTooLong {
         /// The window asked for.
@@ -76,6 +79,9 @@ impl fmt::Display for Error {
             }
             Error::ZeroPeriod => f.write_str("a periodic task needs a positive period or delay"),
             Error::InvalidThreadName => f.write_str("the thread name prefix contains a NUL byte"),
+            Error::ZeroExpiry => f.write_str(
+                "a staleness tolerance must be positive: zero would expire almost every task",
+            ),
             Error::SpinTooLong { requested, max } => {
                 write!(
                     f,

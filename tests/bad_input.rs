@@ -69,6 +69,22 @@ fn the_largest_worker_count_starts_or_says_why_not() {
 }
 
 #[test]
+fn a_zero_staleness_tolerance_is_an_error() {
+    // Zero would expire every task not started within its due nanosecond.
+    let e = TimerPool::<u64>::builder()
+        .workers(1)
+        .expire_after(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(e, Error::ZeroExpiry);
+    let one = TimerPool::<u64>::builder()
+        .workers(1)
+        .expire_after(Duration::from_nanos(1))
+        .build();
+    assert!(one.is_ok());
+}
+
+#[test]
 fn zero_and_too_large_capacities_are_errors() {
     let b = || TimerPool::<u64>::builder().workers(1);
     assert_eq!(b().capacity(0).build().unwrap_err(), Error::ZeroCapacity);

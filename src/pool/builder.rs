@@ -143,7 +143,25 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// `tolerance`: a one-shot task gets [`Outcome::Expired`](crate::Outcome::Expired)
     /// and never runs; a periodic task skips that run (counted in
     /// [`PeriodicHandle::missed`](crate::PeriodicHandle::missed)) and stays
-    /// scheduled. Default: no tolerance, every task runs however late.
+    /// scheduled. Default: no tolerance, every task runs however late. A
+    /// tolerance of zero makes [`build`](Self::build) fail
+    /// ([`Error::ZeroExpiry`]): it would expire almost every task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Error, TimerPool};
+    ///
+    /// // Offers older than half a second are worthless: skip them.
+    /// let pool = TimerPool::<u64>::builder()
+    ///     .expire_after(Duration::from_millis(500))
+    ///     .build()?;
+    /// # drop(pool);
+    /// let zero = TimerPool::<u64>::builder().expire_after(Duration::ZERO).build();
+    /// assert_eq!(zero.unwrap_err(), Error::ZeroExpiry);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn expire_after(mut self, tolerance: Duration) -> Self {
         self.expire_after = Some(tolerance);
         self
@@ -232,6 +250,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             });
         }
         let expire_after = match self.expire_after {
+            Some(Duration::ZERO) => return Err(Error::ZeroExpiry),
             Some(t) => Some(nanos(t).ok_or(Error::TimeOutOfRange)?),
             None => None,
         };

@@ -120,7 +120,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
     /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
     /// [`Error::InvalidThreadName`],
-    /// [`Error::SpinTooLong`], [`Error::TimeOutOfRange`] for an
+    /// [`Error::SpinTooLong`], [`Error::ZeroExpiry`], [`Error::TimeOutOfRange`] for an
     /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the
     /// operating system refused a thread (the ones already started are
     /// stopped).

@@ -74,6 +74,8 @@
 mod clock;
 mod error;
 pub mod heap;
+#[cfg(feature = "postgres")]
+pub mod pg;
 mod pool;
 mod scheduler;
 mod sync;

@@ -56,19 +56,24 @@ pub(crate) fn check_payload(payload: &[u8]) -> Result<(), Error> {
 }
 
 /// Checks a schema name: a lower-case identifier (`[a-z_][a-z0-9_]*`, at
-/// most 63 bytes), so it can be written into statements unquoted.
+/// most 63 bytes, not starting `pg_`), so it can be written into
+/// statements unquoted.
 pub(crate) fn check_schema(name: &str) -> Result<(), Error> {
     let mut chars = name.chars();
     let first_ok = chars
         .next()
         .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
     let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if first_ok && rest_ok && name.len() <= MAX_SCHEMA_BYTES {
+    // PostgreSQL reserves the prefix `pg_` for system schemas.
+    if first_ok && rest_ok && name.len() <= MAX_SCHEMA_BYTES && !name.starts_with("pg_") {
         return Ok(());
     }
     Err(Error::InvalidName {
         what: "schema",
-        why: format!("{name:?} is not a lower-case identifier of at most {MAX_SCHEMA_BYTES} bytes"),
+        why: format!(
+            "{name:?} is not a lower-case identifier of at most {MAX_SCHEMA_BYTES} bytes \
+             outside the reserved prefix pg_"
+        ),
     })
 }
 
@@ -98,6 +103,7 @@ mod tests {
         assert!(check_schema("Timerpool").is_err());
         assert!(check_schema("1x").is_err());
         assert!(check_schema("a;drop").is_err());
+        assert!(check_schema("pg_x").is_err());
     }
 
     #[test]

@@ -169,6 +169,10 @@ impl Leader<'_> {
         let received = Instant::now();
         let n = rows.len();
         self.shared
+            .held
+            .lock()
+            .extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+        self.shared
             .counters
             .claimed
             .fetch_add(n as u64, Ordering::Relaxed);

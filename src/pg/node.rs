@@ -6,7 +6,7 @@ use super::connect::{harden, Connector};
 use super::names::check_name;
 use super::{leader, recorder, worker, Error, Queue};
 use crate::sync::{thread, unbounded, Arc, AtomicU64, Condvar, Mutex, Ordering, Sender};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -153,6 +153,10 @@ pub(crate) struct Shared {
     pub stop: AtomicU64,
     /// Attempts handed to workers and not yet finished.
     pub in_flight: Mutex<usize>,
+    /// Ids of the tasks this node holds claimed and has not yet recorded:
+    /// the only ones its heartbeat renews (a claim whose reply was lost is
+    /// not among them, so its lease runs out and another node re-runs it).
+    pub held: Mutex<HashSet<i64>>,
     /// Signalled when `in_flight` drops to half of `prefetch`, or on stop.
     pub room: Condvar,
     /// The counters.
@@ -341,6 +345,7 @@ impl NodeBuilder {
             handlers: self.handlers,
             stop: AtomicU64::new(0),
             in_flight: Mutex::new(0),
+            held: Mutex::new(HashSet::new()),
             room: Condvar::new(),
             counters: Counters::default(),
         });

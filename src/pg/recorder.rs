@@ -224,7 +224,10 @@ impl Recorder<'_> {
         c.retried.fetch_add(retried as u64, Ordering::Relaxed);
         let fenced = self.batch.len() - recorded - retried;
         c.fenced.fetch_add(fenced as u64, Ordering::Relaxed);
-        self.batch.clear();
+        let mut held = self.shared.held.lock();
+        for d in self.batch.drain(..) {
+            held.remove(&d.id);
+        }
         Ok(())
     }
 
@@ -242,8 +245,17 @@ impl Recorder<'_> {
     fn heartbeat(&mut self, client: &mut Client) -> Result<(), postgres::Error> {
         let cfg = &self.shared.cfg;
         let lease_us = cfg.lease.as_micros() as i64;
+        let ids: Vec<i64> = self.shared.held.lock().iter().copied().collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
         let sql = &cfg.queue.sql().heartbeat;
-        client.query_typed(sql, &[(&cfg.id, Type::TEXT), (&lease_us, Type::INT8)])?;
+        let args: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&cfg.id, Type::TEXT),
+            (&lease_us, Type::INT8),
+            (&ids, Type::INT8_ARRAY),
+        ];
+        client.query_typed(sql, &args)?;
         let n = &self.shared.counters.heartbeats;
         n.fetch_add(1, Ordering::Relaxed);
         Ok(())

@@ -72,7 +72,7 @@ pub(crate) struct Sql {
     pub finish: String,
     /// Give failed attempts back for a retry after a backoff, fenced.
     pub retry: String,
-    /// Renew the leases of every task owner `$1` holds.
+    /// Renew the leases of the tasks `$3` that owner `$1` still holds.
     pub heartbeat: String,
     /// Delete outcomes of queue `$1` older than `$2` µs.
     pub purge: String,
@@ -156,7 +156,7 @@ impl Sql {
             ),
             heartbeat: format!(
                 "UPDATE {s}.tasks SET run_at = statement_timestamp() + $2 * interval '1 microsecond'
-                 WHERE owner = $1 AND state = 'running'"
+                 WHERE owner = $1 AND state = 'running' AND id = ANY($3::int8[])"
             ),
             purge: format!(
                 "DELETE FROM {s}.outcomes

@@ -26,23 +26,25 @@ use std::time::{Duration, Instant};
 struct Conn {
     client: Client,
     claim: Statement,
-    next_wait: Statement,
 }
 
 impl Conn {
     fn prepare(mut client: Client, shared: &Shared) -> Result<Conn, postgres::Error> {
         let sql = shared.cfg.queue.sql();
-        let claim = client.prepare_typed(
-            &sql.claim,
-            &[Type::TEXT, Type::INT8, Type::TEXT, Type::INT8, Type::TEXT],
-        )?;
-        let next_wait = client.prepare_typed(&sql.next_wait, &[Type::TEXT])?;
-        Ok(Conn {
-            client,
-            claim,
-            next_wait,
-        })
+        let types = [Type::TEXT, Type::INT8, Type::TEXT, Type::INT8];
+        let claim = client.prepare_typed(&sql.claim, &types)?;
+        Ok(Conn { client, claim })
     }
+}
+
+/// What a claim found.
+struct Claimed {
+    /// Attempts claimed.
+    n: usize,
+    /// The database's time, µs since the epoch.
+    now: i64,
+    /// The earliest run time left in the queue, µs since the epoch.
+    next: Option<i64>,
 }
 
 /// The leader's state between rounds.
@@ -112,86 +114,83 @@ impl Leader<'_> {
     }
 
     /// One round: forget old notifications, claim, then wait for the next
-    /// run time, a notification that may be earlier, or the safety bound.
+    /// run time, a notification that may be earlier, or the bound.
     fn round(&mut self, c: &mut Conn, limit: usize) -> Result<(), postgres::Error> {
         {
             let mut pending = c.client.notifications();
             let mut old = pending.iter();
             while old.next()?.is_some() {}
         }
-        let claimed = self.claim(c, limit)?;
-        if claimed == limit {
+        let Claimed { n, now, next } = self.claim(c, limit)?;
+        if n == limit {
             return Ok(()); // more may be due
         }
-        let row = c
-            .client
-            .query_one(&c.next_wait, &[&self.shared.cfg.queue.name()])?;
-        let (now, next): (i64, Option<i64>) = (row.get(0), row.get(1));
-        let safety = self.shared.cfg.safety;
-        let safety_us = safety.as_micros() as i64;
+        let bound_us = self.bound().as_micros() as i64;
         let wait_us = match next {
-            Some(t) if t <= now && claimed > 0 => return Ok(()),
+            Some(t) if t <= now && n > 0 => return Ok(()),
             Some(t) if t <= now => {
                 // Due but locked by another transaction (a claim, cancel or
                 // replace in progress): pause briefly, doubling to 64 ms.
                 self.locked_streak = (self.locked_streak + 1).min(6);
                 1000 << self.locked_streak
             }
-            Some(t) => (t - now).min(safety_us),
-            None => safety_us,
+            Some(t) => (t - now).min(bound_us),
+            None => bound_us,
         };
         if next.map_or(true, |t| t > now) {
             self.locked_streak = 0;
         }
-        let by_safety = wait_us >= safety_us;
-        self.wait(
-            c,
-            Duration::from_micros(wait_us as u64),
-            now + wait_us,
-            by_safety,
-        )
+        let by_bound = wait_us >= bound_us;
+        let wait = Duration::from_micros(wait_us as u64);
+        self.wait(c, wait, now + wait_us, by_bound)
     }
 
-    /// Claims up to `limit` runnable tasks and hands them on.
-    fn claim(&mut self, c: &mut Conn, limit: usize) -> Result<usize, postgres::Error> {
+    /// The longest wait: the safety re-check, and never longer than a
+    /// lease, so a lease taken after this leader last looked (claims send
+    /// no notification) cannot expire unseen while it sleeps.
+    fn bound(&self) -> Duration {
+        self.shared.cfg.safety.min(self.shared.cfg.lease)
+    }
+
+    /// Claims up to `limit` runnable tasks, hands them on, and reads the
+    /// next run time (µs) among the rest, counting the new leases.
+    fn claim(&mut self, c: &mut Conn, limit: usize) -> Result<Claimed, postgres::Error> {
         let cfg = &self.shared.cfg;
         let lease_us = cfg.lease.as_micros() as i64;
-        let rows = c.client.query(
-            &c.claim,
-            &[
-                &cfg.queue.name(),
-                &(limit as i64),
-                &cfg.id,
-                &lease_us,
-                &cfg.queue.channel(),
-            ],
-        )?;
+        let (queue, limit_i) = (cfg.queue.name(), limit as i64);
+        let rows = c
+            .client
+            .query(&c.claim, &[&queue, &limit_i, &cfg.id, &lease_us])?;
         let received = Instant::now();
-        let n = rows.len();
-        self.shared
-            .held
-            .lock()
-            .extend(rows.iter().map(|r| r.get::<_, i64>(0)));
-        self.shared
-            .counters
-            .claimed
-            .fetch_add(n as u64, Ordering::Relaxed);
-        for row in rows {
-            self.dispatch(Job {
-                id: row.get(0),
-                key: row.get(1),
-                handler: row.get(2),
-                payload: row.get(3),
-                attempt: row.get(4),
-                max_attempts: row.get(5),
-                due: row.get(6),
-                claimed: row.get(7),
+        let now: i64 = rows.first().map_or(0, |r| r.get(0));
+        let mut next: Option<i64> = rows.first().and_then(|r| r.get(1));
+        let jobs: Vec<Job> = rows
+            .iter()
+            .filter(|r| r.get::<_, Option<i64>>(2).is_some())
+            .map(|row| Job {
+                id: row.get(2),
+                key: row.get(3),
+                handler: row.get(4),
+                payload: row.get(5),
+                attempt: row.get(6),
+                max_attempts: row.get(7),
+                due: row.get(8),
+                claimed: row.get(9),
                 received,
-                stale: row.get(8),
-                last_error: row.get(9),
-            });
+                stale: row.get(10),
+                last_error: row.get(11),
+            })
+            .collect();
+        let n = jobs.len();
+        if n > 0 {
+            let lease_end = now + lease_us;
+            next = Some(next.map_or(lease_end, |t| t.min(lease_end)));
         }
-        Ok(n)
+        self.shared.held.lock().extend(jobs.iter().map(|j| j.id));
+        let claimed = &self.shared.counters.claimed;
+        claimed.fetch_add(n as u64, Ordering::Relaxed);
+        jobs.into_iter().for_each(|job| self.dispatch(job));
+        Ok(Claimed { n, now, next })
     }
 
     /// Sends a claimed attempt to a worker, or straight to the recorder if
@@ -227,13 +226,13 @@ impl Leader<'_> {
         c: &mut Conn,
         wait: Duration,
         deadline: i64,
-        by_safety: bool,
+        by_bound: bool,
     ) -> Result<(), postgres::Error> {
         let end = Instant::now() + wait;
         loop {
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                if by_safety {
+                if by_bound {
                     let wakes = &self.shared.counters.safety_wakes;
                     wakes.fetch_add(1, Ordering::Relaxed);
                 }

@@ -48,7 +48,8 @@
 //! when a worker is free: the leader waits for the earliest due time, and
 //! a schedule that may create a new earliest task notifies every node at
 //! commit. A wait never lasts longer than the safety re-check (default
-//! 30 s), which covers lost notifications.
+//! 30 s) or the lease (default 30 s), whichever is shorter, which covers
+//! lost notifications and leases taken while a leader slept.
 //!
 //! # Delivery
 //!

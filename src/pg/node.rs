@@ -92,7 +92,8 @@ pub struct NodeStats {
     pub reconnects: u64,
     /// Lease renewals sent.
     pub heartbeats: u64,
-    /// Safety re-checks: waits that ended by their upper bound.
+    /// Safety re-checks: waits that ended at their upper bound (the safety
+    /// re-check or the lease, whichever is shorter).
     pub safety_wakes: u64,
 }
 
@@ -276,7 +277,9 @@ impl NodeBuilder {
     }
 
     /// The longest the leader waits without asking the database, covering
-    /// lost notifications (default 30 s).
+    /// lost notifications (default 30 s). A wait is also never longer than
+    /// the lease, so a lease taken while this leader slept (claims send no
+    /// notification) is seen before it can expire.
     pub fn safety_recheck(mut self, every: Duration) -> NodeBuilder {
         self.safety = every;
         self

@@ -17,7 +17,9 @@ const MANY_ROWS: &str = "(SELECT k, h, p,
 /// The insert-or-replace of a schedule, reading new tasks from `rows`.
 ///
 /// `prior` is the earliest *future* run time before the statement (its own
-/// rows are not visible to it); the queue channel `$9` is notified, with
+/// rows are not visible to it; `statement_timestamp()` is stable, so the
+/// bound is an index condition, where the volatile `clock_timestamp()`
+/// would scan every row of the queue); the queue channel `$9` is notified, with
 /// the new earliest due time in microseconds since the epoch, only when a
 /// new task is due before it, so schedules that cannot preempt a sleeping
 /// leader cost no notification. A replaced task gets its outcome row in
@@ -26,7 +28,7 @@ fn upsert(s: &str, rows: &str) -> String {
     format!(
         "WITH prior AS (
             SELECT min(run_at) AS m FROM {s}.tasks
-            WHERE queue = $1 AND run_at > clock_timestamp()
+            WHERE queue = $1 AND run_at > statement_timestamp()
         ), up AS (
             INSERT INTO {s}.tasks AS t (queue, key, handler, payload, due, run_at, expires, max_attempts)
             SELECT $1, r.k, r.h, r.p, r.d, r.d, r.d + r.x * interval '1 microsecond', r.m FROM {rows}
@@ -63,10 +65,10 @@ pub(crate) struct Sql {
     /// Cancel the pending task of (`$1` queue, `$2` key), recording its outcome.
     pub cancel: String,
     /// Claim up to `$2` runnable tasks of queue `$1` for owner `$3` with a
-    /// lease of `$4` µs, notifying `$5` with the lease expiry.
+    /// lease of `$4` µs. Every row starts with the database's time and the
+    /// earliest run time among the rows it did not claim (µs); when nothing
+    /// is claimed there is one row with the task columns null.
     pub claim: String,
-    /// Database time and the queue's earliest run time, both in µs.
-    pub next_wait: String,
     /// Finish claimed tasks, fenced by (owner, attempt); returns the ids
     /// that were still this owner's.
     pub finish: String,
@@ -108,18 +110,16 @@ impl Sql {
                     FROM c WHERE t.id = c.id
                     RETURNING t.id, t.key, t.handler, t.payload, t.attempt, t.max_attempts, t.due,
                         t.claimed, (t.expires IS NOT NULL AND t.expires < t.claimed) AS stale,
-                        t.last_error, t.run_at
+                        t.last_error
+                ), nx AS (
+                    SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8 AS now_us,
+                           (extract(epoch FROM min(run_at)) * 1000000)::int8 AS next_us
+                    FROM {s}.tasks WHERE queue = $1 AND id NOT IN (SELECT id FROM c)
                 )
-                SELECT u.id, u.key, u.handler, u.payload, u.attempt, u.max_attempts, u.due,
-                       u.claimed, u.stale, u.last_error
-                FROM u, (SELECT pg_notify($5, (extract(epoch FROM min(run_at)) * 1000000)::int8::text)::text
-                         FROM u HAVING count(*) > 0) n
+                SELECT nx.now_us, nx.next_us, u.id, u.key, u.handler, u.payload, u.attempt,
+                       u.max_attempts, u.due, u.claimed, u.stale, u.last_error
+                FROM nx LEFT JOIN u ON true
                 ORDER BY u.due, u.id"
-            ),
-            next_wait: format!(
-                "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8,
-                        (extract(epoch FROM min(run_at)) * 1000000)::int8
-                 FROM {s}.tasks WHERE queue = $1"
             ),
             finish: format!(
                 "WITH r AS (

@@ -16,7 +16,7 @@
 use super::connect::Connector;
 use super::node::{Job, Shared};
 use super::recorder::{Done, Msg, Verdict};
-use crate::sync::{Ordering, Sender};
+use crate::sync::{thread, Ordering, Sender};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;
 use postgres::{Client, Notification, Statement};
@@ -36,6 +36,10 @@ impl Conn {
         Ok(Conn { client, claim })
     }
 }
+
+/// The tail of every wait that is slept on the thread rather than on the
+/// connection's millisecond timer, for sub-millisecond wakes.
+const FINE: Duration = Duration::from_millis(2);
 
 /// What a claim found.
 struct Claimed {
@@ -238,13 +242,20 @@ impl Leader<'_> {
                 }
                 return Ok(());
             }
-            let note = c.client.notifications().timeout_iter(left).next()?;
+            if left <= FINE {
+                // The connection's timer rounds up to whole milliseconds;
+                // the thread's sleep does not. A notification arriving now
+                // waits at most `FINE`, then the next round reads the queue.
+                thread::sleep(left);
+                continue;
+            }
+            let note = c.client.notifications().timeout_iter(left - FINE).next()?;
             match note {
                 Some(n) if self.wakes(&n, deadline) => return Ok(()),
                 Some(_) => {}
                 // The connection closed: the next round reconnects.
                 None if c.client.is_closed() => return Ok(()),
-                None => {} // timed out: the loop ends above
+                None => {} // timed out: the fine tail follows
             }
         }
     }

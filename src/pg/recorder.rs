@@ -8,7 +8,7 @@ use super::node::{Job, Shared};
 use super::task::micros_ceil;
 use crate::sync::{Ordering, Receiver};
 use postgres::types::{ToSql, Type};
-use postgres::Client;
+use postgres::{Client, GenericClient, Statement};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Most results written in one transaction.
@@ -79,11 +79,34 @@ pub(crate) enum Msg {
     Stop,
 }
 
+/// The recorder's connection with the statement of its hot path prepared
+/// (planned once per connection, not once per batch).
+struct Conn {
+    client: Client,
+    finish: Statement,
+}
+
+impl Conn {
+    fn prepare(mut client: Client, shared: &Shared) -> Result<Conn, postgres::Error> {
+        let types = [
+            Type::TEXT,
+            Type::INT8_ARRAY,
+            Type::INT4_ARRAY,
+            Type::TEXT_ARRAY,
+            Type::TEXT_ARRAY,
+            Type::TIMESTAMPTZ_ARRAY,
+            Type::TIMESTAMPTZ_ARRAY,
+        ];
+        let finish = client.prepare_typed(&shared.cfg.queue.sql().finish, &types)?;
+        Ok(Conn { client, finish })
+    }
+}
+
 /// The recorder's state.
 struct Recorder<'a> {
     shared: &'a Shared,
     connector: Connector,
-    client: Option<Client>,
+    conn: Option<Conn>,
     /// Results not yet written.
     batch: Vec<Done>,
     next_beat: Instant,
@@ -103,7 +126,7 @@ pub(crate) fn run(shared: &Shared, connector: Connector, first: Client, inbox: R
     let mut r = Recorder {
         shared,
         connector,
-        client: Some(first),
+        conn: Conn::prepare(first, shared).ok(),
         batch: Vec::new(),
         next_beat: now + shared.cfg.heartbeat,
         next_purge: now,
@@ -161,15 +184,15 @@ impl Recorder<'_> {
     /// backoff) if needed; `None` if there was none or `f` failed.
     fn with_client(
         &mut self,
-        f: fn(&mut Self, &mut Client) -> Result<(), postgres::Error>,
+        f: fn(&mut Self, &mut Conn) -> Result<(), postgres::Error>,
     ) -> Option<()> {
-        let mut client = match self.client.take() {
-            Some(c) if !c.is_closed() => c,
+        let mut conn = match self.conn.take() {
+            Some(c) if !c.client.is_closed() => c,
             _ => self.reconnect()?,
         };
-        match f(self, &mut client) {
+        match f(self, &mut conn) {
             Ok(()) => {
-                self.client = Some(client);
+                self.conn = Some(conn);
                 self.failing_since = None;
                 self.pause = Duration::from_millis(50);
                 Some(())
@@ -181,9 +204,10 @@ impl Recorder<'_> {
         }
     }
 
-    fn reconnect(&mut self) -> Option<Client> {
+    fn reconnect(&mut self) -> Option<Conn> {
         self.failing_since.get_or_insert_with(Instant::now);
-        match self.connector.connect() {
+        let conn = self.connector.connect();
+        match conn.and_then(|c| Conn::prepare(c, self.shared)) {
             Ok(c) => {
                 let n = &self.shared.counters.reconnects;
                 n.fetch_add(1, Ordering::Relaxed);
@@ -204,21 +228,30 @@ impl Recorder<'_> {
             .is_some_and(|t| t.elapsed() > self.shared.cfg.lease)
     }
 
-    /// Writes the batch in one transaction; fenced results are counted.
-    fn write(&mut self, client: &mut Client) -> Result<(), postgres::Error> {
+    /// Writes the batch, in one transaction when it holds retries too;
+    /// fenced results are counted.
+    fn write(&mut self, conn: &mut Conn) -> Result<(), postgres::Error> {
         if self.wake_leader {
             let chan = &self.shared.cfg.wake_channel;
-            client.execute("SELECT pg_notify($1, '')", &[chan])?;
+            conn.client.execute("SELECT pg_notify($1, '')", &[chan])?;
             self.wake_leader = false;
         }
         if self.batch.is_empty() {
             return Ok(());
         }
         let (retry, last): (Vec<&Done>, Vec<&Done>) = self.batch.iter().partition(|d| d.retries());
-        let mut tx = client.transaction()?;
-        let recorded = finish(&mut tx, self.shared, &last)?;
-        let retried = give_back(&mut tx, self.shared, &retry)?;
-        tx.commit()?;
+        let (recorded, retried) = if retry.is_empty() {
+            (
+                finish(&mut conn.client, &conn.finish, self.shared, &last)?,
+                0,
+            )
+        } else {
+            let mut tx = conn.client.transaction()?;
+            let recorded = finish(&mut tx, &conn.finish, self.shared, &last)?;
+            let retried = give_back(&mut tx, self.shared, &retry)?;
+            tx.commit()?;
+            (recorded, retried)
+        };
         let c = &self.shared.counters;
         c.recorded.fetch_add(recorded as u64, Ordering::Relaxed);
         c.retried.fetch_add(retried as u64, Ordering::Relaxed);
@@ -242,7 +275,7 @@ impl Recorder<'_> {
         }
     }
 
-    fn heartbeat(&mut self, client: &mut Client) -> Result<(), postgres::Error> {
+    fn heartbeat(&mut self, conn: &mut Conn) -> Result<(), postgres::Error> {
         let cfg = &self.shared.cfg;
         let lease_us = cfg.lease.as_micros() as i64;
         let ids: Vec<i64> = self.shared.held.lock().iter().copied().collect();
@@ -255,25 +288,27 @@ impl Recorder<'_> {
             (&lease_us, Type::INT8),
             (&ids, Type::INT8_ARRAY),
         ];
-        client.query_typed(sql, &args)?;
+        conn.client.query_typed(sql, &args)?;
         let n = &self.shared.counters.heartbeats;
         n.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    fn purge(&mut self, client: &mut Client) -> Result<(), postgres::Error> {
+    fn purge(&mut self, conn: &mut Conn) -> Result<(), postgres::Error> {
         let cfg = &self.shared.cfg;
         let keep_us = micros_ceil(cfg.retention).unwrap_or(i64::MAX);
         let sql = &cfg.queue.sql().purge;
         let queue = cfg.queue.name();
-        client.query_typed(sql, &[(&queue, Type::TEXT), (&keep_us, Type::INT8)])?;
+        let args: [(&(dyn ToSql + Sync), Type); 2] = [(&queue, Type::TEXT), (&keep_us, Type::INT8)];
+        conn.client.query_typed(sql, &args)?;
         Ok(())
     }
 }
 
 /// Records final outcomes; returns how many were still this node's.
-fn finish(
-    tx: &mut postgres::Transaction<'_>,
+fn finish<C: GenericClient>(
+    client: &mut C,
+    statement: &Statement,
     shared: &Shared,
     done: &[&Done],
 ) -> Result<usize, postgres::Error> {
@@ -286,16 +321,16 @@ fn finish(
     let errors: Vec<Option<&str>> = done.iter().map(|d| error_text(&d.verdict)).collect();
     let started: Vec<Option<SystemTime>> = done.iter().map(|d| d.started).collect();
     let finished: Vec<Option<SystemTime>> = done.iter().map(|d| d.finished).collect();
-    let args: [(&(dyn ToSql + Sync), Type); 7] = [
-        (&shared.cfg.id, Type::TEXT),
-        (&ids, Type::INT8_ARRAY),
-        (&attempts, Type::INT4_ARRAY),
-        (&outcomes, Type::TEXT_ARRAY),
-        (&errors, Type::TEXT_ARRAY),
-        (&started, Type::TIMESTAMPTZ_ARRAY),
-        (&finished, Type::TIMESTAMPTZ_ARRAY),
+    let args: [&(dyn ToSql + Sync); 7] = [
+        &shared.cfg.id,
+        &ids,
+        &attempts,
+        &outcomes,
+        &errors,
+        &started,
+        &finished,
     ];
-    Ok(tx.query_typed(&shared.cfg.queue.sql().finish, &args)?.len())
+    Ok(client.query(statement, &args)?.len())
 }
 
 /// Gives failed attempts back for a retry after their backoff.

@@ -14,8 +14,8 @@
 //!   while it is below `prefetch`.
 
 use super::connect::Connector;
-use super::node::{Job, Shared};
 use super::recorder::{Done, Msg, Verdict};
+use super::shared::{Job, Shared};
 use crate::sync::{thread, Ordering, Sender};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;

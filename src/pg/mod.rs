@@ -75,13 +75,15 @@ mod queue;
 mod record;
 mod recorder;
 mod schema;
+mod shared;
 mod sql;
 mod task;
 mod worker;
 
 pub use error::Error;
 pub use names::{MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES};
-pub use node::{HandlerResult, Job, Node, NodeBuilder, NodeStats};
+pub use node::{Node, NodeBuilder};
 pub use queue::Queue;
 pub use record::{Record, State};
+pub use shared::{HandlerResult, Job, NodeStats};
 pub use task::{Due, NewTask, Scheduled, DEFAULT_MAX_ATTEMPTS};

@@ -4,7 +4,7 @@
 //! unwritten results until they are written.
 
 use super::connect::Connector;
-use super::node::{Job, Shared};
+use super::shared::{Job, Shared};
 use super::task::micros_ceil;
 use crate::sync::{Ordering, Receiver};
 use postgres::types::{ToSql, Type};

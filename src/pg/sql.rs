@@ -88,90 +88,125 @@ impl Sql {
         Sql {
             schedule: upsert(s, ONE_ROW),
             schedule_batch: upsert(s, MANY_ROWS),
-            cancel: format!(
-                "WITH d AS (
-                    DELETE FROM {s}.tasks WHERE queue = $1 AND key = $2 AND state = 'pending'
-                    RETURNING id, queue, key, handler, due, created
-                )
-                INSERT INTO {s}.outcomes (id, queue, key, handler, outcome, due, created, finished, attempts)
-                SELECT id, queue, key, handler, 'cancelled', due, created, clock_timestamp(), 0 FROM d
-                RETURNING id"
-            ),
-            claim: format!(
-                "WITH c AS (
-                    SELECT id FROM {s}.tasks
-                    WHERE queue = $1 AND run_at <= statement_timestamp()
-                    ORDER BY run_at, id LIMIT $2
-                    FOR UPDATE SKIP LOCKED
-                ), u AS (
-                    UPDATE {s}.tasks t SET state = 'running', owner = $3, attempt = t.attempt + 1,
-                        run_at = statement_timestamp() + $4 * interval '1 microsecond',
-                        claimed = statement_timestamp()
-                    FROM c WHERE t.id = c.id
-                    RETURNING t.id, t.key, t.handler, t.payload, t.attempt, t.max_attempts, t.due,
-                        t.claimed, (t.expires IS NOT NULL AND t.expires < t.claimed) AS stale,
-                        t.last_error
-                ), nx AS (
-                    SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8 AS now_us,
-                           (extract(epoch FROM min(run_at)) * 1000000)::int8 AS next_us
-                    FROM {s}.tasks WHERE queue = $1 AND id NOT IN (SELECT id FROM c)
-                )
-                SELECT nx.now_us, nx.next_us, u.id, u.key, u.handler, u.payload, u.attempt,
-                       u.max_attempts, u.due, u.claimed, u.stale, u.last_error
-                FROM nx LEFT JOIN u ON true
-                ORDER BY u.due, u.id"
-            ),
-            finish: format!(
-                "WITH r AS (
-                    SELECT * FROM unnest($2::int8[], $3::int4[], $4::text[], $5::text[],
-                                         $6::timestamptz[], $7::timestamptz[])
-                    AS r(id, attempt, outcome, error, started, finished)
-                ), d AS (
-                    DELETE FROM {s}.tasks t USING r
-                    WHERE t.id = r.id AND t.attempt = r.attempt AND t.owner = $1
-                      AND t.state = 'running'
-                    RETURNING t.id, t.queue, t.key, t.handler, t.due, t.created, t.claimed,
-                              t.attempt, r.outcome, r.error, r.started, r.finished
-                )
-                INSERT INTO {s}.outcomes (id, queue, key, handler, outcome, due, created, claimed,
-                                          started, finished, attempts, owner, error)
-                SELECT id, queue, key, handler, outcome, due, created, claimed,
-                       started, COALESCE(finished, clock_timestamp()), attempt, $1, error FROM d
-                RETURNING id"
-            ),
-            retry: format!(
-                "WITH r AS (
-                    SELECT * FROM unnest($2::int8[], $3::int4[], $4::text[], $5::int8[])
-                    AS r(id, attempt, error, backoff)
-                ), u AS (
-                    UPDATE {s}.tasks t SET owner = NULL, last_error = r.error,
-                        run_at = clock_timestamp() + r.backoff * interval '1 microsecond'
-                    FROM r WHERE t.id = r.id AND t.attempt = r.attempt AND t.owner = $1
-                      AND t.state = 'running'
-                    RETURNING t.id, t.run_at
-                )
-                SELECT u.id FROM u,
-                    (SELECT pg_notify($6, (extract(epoch FROM min(run_at)) * 1000000)::int8::text)::text
-                     FROM u HAVING count(*) > 0) n"
-            ),
-            heartbeat: format!(
-                "UPDATE {s}.tasks SET run_at = statement_timestamp() + $2 * interval '1 microsecond'
-                 WHERE owner = $1 AND state = 'running' AND id = ANY($3::int8[])"
-            ),
-            purge: format!(
-                "DELETE FROM {s}.outcomes
-                 WHERE queue = $1 AND finished < clock_timestamp() - $2 * interval '1 microsecond'"
-            ),
-            history: format!(
-                "SELECT id, key, handler, state, due, created, claimed, NULL::timestamptz,
-                        NULL::timestamptz, attempt, owner, last_error
-                 FROM {s}.tasks WHERE queue = $1 AND key = $2
-                 UNION ALL
-                 SELECT id, key, handler, outcome, due, created, claimed, started, finished,
-                        attempts, owner, error
-                 FROM {s}.outcomes WHERE queue = $1 AND key = $2
-                 ORDER BY 1"
-            ),
+            cancel: cancel(s),
+            claim: claim(s),
+            finish: finish(s),
+            retry: retry(s),
+            heartbeat: heartbeat(s),
+            purge: purge(s),
+            history: history(s),
         }
     }
+}
+
+/// The `cancel` statement of schema `s`.
+fn cancel(s: &str) -> String {
+    format!(
+        "WITH d AS (
+            DELETE FROM {s}.tasks WHERE queue = $1 AND key = $2 AND state = 'pending'
+            RETURNING id, queue, key, handler, due, created
+        )
+        INSERT INTO {s}.outcomes (id, queue, key, handler, outcome, due, created, finished, attempts)
+        SELECT id, queue, key, handler, 'cancelled', due, created, clock_timestamp(), 0 FROM d
+        RETURNING id"
+    )
+}
+
+/// The `claim` statement of schema `s`.
+fn claim(s: &str) -> String {
+    format!(
+        "WITH c AS (
+            SELECT id FROM {s}.tasks
+            WHERE queue = $1 AND run_at <= statement_timestamp()
+            ORDER BY run_at, id LIMIT $2
+            FOR UPDATE SKIP LOCKED
+        ), u AS (
+            UPDATE {s}.tasks t SET state = 'running', owner = $3, attempt = t.attempt + 1,
+                run_at = statement_timestamp() + $4 * interval '1 microsecond',
+                claimed = statement_timestamp()
+            FROM c WHERE t.id = c.id
+            RETURNING t.id, t.key, t.handler, t.payload, t.attempt, t.max_attempts, t.due,
+                t.claimed, (t.expires IS NOT NULL AND t.expires < t.claimed) AS stale,
+                t.last_error
+        ), nx AS (
+            SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8 AS now_us,
+                   (extract(epoch FROM min(run_at)) * 1000000)::int8 AS next_us
+            FROM {s}.tasks WHERE queue = $1 AND id NOT IN (SELECT id FROM c)
+        )
+        SELECT nx.now_us, nx.next_us, u.id, u.key, u.handler, u.payload, u.attempt,
+               u.max_attempts, u.due, u.claimed, u.stale, u.last_error
+        FROM nx LEFT JOIN u ON true
+        ORDER BY u.due, u.id"
+    )
+}
+
+/// The `finish` statement of schema `s`.
+fn finish(s: &str) -> String {
+    format!(
+        "WITH r AS (
+            SELECT * FROM unnest($2::int8[], $3::int4[], $4::text[], $5::text[],
+                                 $6::timestamptz[], $7::timestamptz[])
+            AS r(id, attempt, outcome, error, started, finished)
+        ), d AS (
+            DELETE FROM {s}.tasks t USING r
+            WHERE t.id = r.id AND t.attempt = r.attempt AND t.owner = $1
+              AND t.state = 'running'
+            RETURNING t.id, t.queue, t.key, t.handler, t.due, t.created, t.claimed,
+                      t.attempt, r.outcome, r.error, r.started, r.finished
+        )
+        INSERT INTO {s}.outcomes (id, queue, key, handler, outcome, due, created, claimed,
+                                  started, finished, attempts, owner, error)
+        SELECT id, queue, key, handler, outcome, due, created, claimed,
+               started, COALESCE(finished, clock_timestamp()), attempt, $1, error FROM d
+        RETURNING id"
+    )
+}
+
+/// The `retry` statement of schema `s`.
+fn retry(s: &str) -> String {
+    format!(
+        "WITH r AS (
+            SELECT * FROM unnest($2::int8[], $3::int4[], $4::text[], $5::int8[])
+            AS r(id, attempt, error, backoff)
+        ), u AS (
+            UPDATE {s}.tasks t SET owner = NULL, last_error = r.error,
+                run_at = clock_timestamp() + r.backoff * interval '1 microsecond'
+            FROM r WHERE t.id = r.id AND t.attempt = r.attempt AND t.owner = $1
+              AND t.state = 'running'
+            RETURNING t.id, t.run_at
+        )
+        SELECT u.id FROM u,
+            (SELECT pg_notify($6, (extract(epoch FROM min(run_at)) * 1000000)::int8::text)::text
+             FROM u HAVING count(*) > 0) n"
+    )
+}
+
+/// The `heartbeat` statement of schema `s`.
+fn heartbeat(s: &str) -> String {
+    format!(
+        "UPDATE {s}.tasks SET run_at = statement_timestamp() + $2 * interval '1 microsecond'
+         WHERE owner = $1 AND state = 'running' AND id = ANY($3::int8[])"
+    )
+}
+
+/// The `purge` statement of schema `s`.
+fn purge(s: &str) -> String {
+    format!(
+        "DELETE FROM {s}.outcomes
+         WHERE queue = $1 AND finished < clock_timestamp() - $2 * interval '1 microsecond'"
+    )
+}
+
+/// The `history` statement of schema `s`.
+fn history(s: &str) -> String {
+    format!(
+        "SELECT id, key, handler, state, due, created, claimed, NULL::timestamptz,
+                NULL::timestamptz, attempt, owner, last_error
+         FROM {s}.tasks WHERE queue = $1 AND key = $2
+         UNION ALL
+         SELECT id, key, handler, outcome, due, created, claimed, started, finished,
+                attempts, owner, error
+         FROM {s}.outcomes WHERE queue = $1 AND key = $2
+         ORDER BY 1"
+    )
 }

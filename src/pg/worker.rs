@@ -2,8 +2,8 @@
 //! runs the named handler outside every lock with panics caught, and sends
 //! the result to the recorder.
 
-use super::node::{Job, Shared};
 use super::recorder::{Done, Msg, Verdict};
+use super::shared::{Job, Shared};
 use crate::sync::{Ordering, Receiver, Sender};
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

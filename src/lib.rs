@@ -98,6 +98,8 @@ mod clock;
 mod contain;
 mod error;
 pub mod heap;
+#[cfg(feature = "postgres")]
+pub mod pg;
 mod pool;
 mod scheduler;
 mod sync;

@@ -58,6 +58,10 @@ pub(crate) enum Fault {
     /// and removes the tasks in another: a worker can start a task in
     /// between, which then runs although its key was returned.
     ShutdownNowCheckThenDrain,
+    /// An awaited handle checks for the outcome in one critical section and
+    /// registers its waker in another: an outcome delivered in between finds
+    /// no waker to wake, and the awaiting task sleeps for ever.
+    WakerCheckThenRegister,
     /// A leader that finds work due starts and runs a task before it passes
     /// the token on: while that task runs, no other worker leads or starts
     /// anything, so a due task waits behind it with a worker free.
@@ -68,7 +72,7 @@ pub(crate) enum Fault {
 impl Fault {
     /// Every fault with the name [`Builder::fault`](super::Builder::fault)
     /// takes.
-    const ALL: [(&'static str, Fault); 14] = [
+    const ALL: [(&'static str, Fault); 15] = [
         ("no-notify-on-new-head", Fault::NoNotifyOnNewHead),
         ("unlock-before-wait", Fault::UnlockBeforeWait),
         ("stale-clock", Fault::StaleClock),
@@ -88,6 +92,7 @@ impl Fault {
             Fault::ExclusiveReleaseKeepsHeld,
         ),
         ("run-before-pass", Fault::RunBeforePass),
+        ("waker-check-then-register", Fault::WakerCheckThenRegister),
         (
             "shutdown-now-check-then-drain",
             Fault::ShutdownNowCheckThenDrain,

@@ -1,5 +1,5 @@
 //! Handles: what a scheduling call gives back, to wait for a task's outcome
-//! or cancel it.
+//! (blocking, with a timeout, or as a future) or cancel it.
 
 use super::outcome::{Outcome, OutcomeSlot, Timing};
 use super::periodic::PeriodicCtl;
@@ -7,7 +7,10 @@ use super::shared::Shared;
 use super::task::TaskKey;
 use crate::sync::{Arc, Weak};
 use std::fmt;
+use std::future::Future;
 use std::hash::Hash;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// A handle to one task: wait for its [`Outcome`] or cancel it.
@@ -204,5 +207,48 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome<()>, Self> {
         let deadline = Instant::now().checked_add(timeout);
         self.ctl.slot().wait_until(deadline).ok_or(self)
+    }
+}
+
+/// A handle is a future of its task's outcome, in any executor: awaiting it
+/// is [`wait`](TaskHandle::wait) without blocking a thread. The waker is
+/// woken once, when the outcome is delivered. Dropping the future (or the
+/// handle) does not cancel the task.
+///
+/// # Panics
+///
+/// Polled again after it returned the outcome.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{Outcome, TimerPool};
+///
+/// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+/// let h = pool.schedule(7, Duration::from_millis(1), || 7 * 6)?;
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// assert_eq!(rt.block_on(h), Outcome::Completed(42));
+/// # Ok::<(), timerpool::Error>(())
+/// ```
+impl<T, K> Future for TaskHandle<T, K> {
+    type Output = Outcome<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<T>> {
+        self.slot.poll(cx)
+    }
+}
+
+/// A periodic handle is a future of the task's final outcome, as
+/// [`PeriodicHandle::wait`]; dropping it does not cancel the task.
+///
+/// # Panics
+///
+/// Polled again after it returned the outcome.
+impl<K> Future for PeriodicHandle<K> {
+    type Output = Outcome<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<()>> {
+        self.ctl.slot().poll(cx)
     }
 }

@@ -334,7 +334,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     {
         let mut made = Vec::new();
         let arrivals = self.arrivals(tasks, |key, due, f| {
-            let slot = Arc::new(OutcomeSlot::new(self.shared.time.instant_of(due)));
+            let slot = Arc::new(OutcomeSlot::new(
+                self.shared.time.instant_of(due),
+                self.shared.faults,
+            ));
             made.push((slot.clone(), key.clone()));
             Task::Once(Box::new(OneShot::new(f, slot)))
         })?;
@@ -482,7 +485,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             Ok(due) => due,
             Err(e) => return Err(self.refuse(f, e)),
         };
-        let slot = Arc::new(OutcomeSlot::new(self.shared.time.instant_of(due)));
+        let slot = Arc::new(OutcomeSlot::new(
+            self.shared.time.instant_of(due),
+            self.shared.faults,
+        ));
         let handle_key = key.clone();
         let task = Task::Once(Box::new(OneShot::new(f, slot.clone())));
         let seq = self.admit_single(key, due, task, |_| {})?;
@@ -521,7 +527,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             Ok(v) => v,
             Err(e) => return Err(self.refuse(f, e)),
         };
-        let ctl = Arc::new(PeriodicCtl::new(self.shared.time.instant_of(due)));
+        let ctl = Arc::new(PeriodicCtl::new(
+            self.shared.time.instant_of(due),
+            self.shared.faults,
+        ));
         let job = PeriodicJob::new(Box::new(f), ctl.clone(), repeat, every);
         let handle_key = key.clone();
         self.admit_single(key, due, Task::Periodic(Box::new(job)), |seq| {

@@ -6,10 +6,16 @@
 //! - An [`OutcomeSlot`] is set exactly once, by whoever holds the task when
 //!   it ends (a worker after the run, or the remover of a pending task);
 //!   ownership of the task makes a second delivery impossible.
-//! - The slot's own lock guards only the delivered value; no pool lock is
-//!   held while delivering.
+//! - The slot's own lock guards only the delivered value and the waker of a
+//!   handle being awaited; no pool lock is held while delivering.
+//! - An awaiting handle registers its waker and checks for the outcome in
+//!   one critical section, and the delivery stores the outcome and takes the
+//!   waker in another under the same lock, so the wake cannot be lost; the
+//!   waker is woken once, after the lock is released.
 
-use crate::sync::{Condvar, Mutex};
+use super::fault::{Fault, Faults};
+use crate::sync::{Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// How a task ended. Every task the pool accepted gets exactly one.
@@ -166,6 +172,8 @@ struct Delivered<T> {
     outcome: Option<Outcome<T>>,
     /// Set with the outcome.
     stamps: Option<Stamps>,
+    /// The waker of a handle being awaited, woken with the outcome.
+    waker: Option<Waker>,
 }
 
 /// Where a task's outcome is delivered, shared by the task and its handle.
@@ -176,27 +184,65 @@ pub(crate) struct OutcomeSlot<T> {
     ready: Condvar,
     /// The task's due time (of its first run, for periodic tasks).
     due: Instant,
+    /// The protocol step the loom models asked to break, if any.
+    faults: Faults,
 }
 
 impl<T> OutcomeSlot<T> {
-    pub(crate) fn new(due: Instant) -> Self {
+    /// The slot of a task due at `due`.
+    pub(crate) fn new(due: Instant, faults: Faults) -> Self {
         OutcomeSlot {
             value: Mutex::new(Delivered {
                 outcome: None,
                 stamps: None,
+                waker: None,
             }),
             ready: Condvar::new(),
             due,
+            faults,
         }
     }
 
-    /// Deliver the outcome; called exactly once per task.
+    /// Deliver the outcome; called exactly once per task. Wakes blocking
+    /// waiters and, once the lock is released, an awaiting handle's waker.
     pub(crate) fn set(&self, outcome: Outcome<T>, stamps: Stamps) {
+        let waker = {
+            let mut v = self.value.lock();
+            debug_assert!(v.stamps.is_none(), "a task got two outcomes");
+            v.outcome = Some(outcome);
+            v.stamps = Some(stamps);
+            self.ready.notify_all();
+            v.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Take the outcome if delivered, or register `cx`'s waker to be woken
+    /// when it is.
+    ///
+    /// # Panics
+    ///
+    /// If the outcome was already taken (a handle polled after it
+    /// completed).
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Outcome<T>> {
         let mut v = self.value.lock();
-        debug_assert!(v.stamps.is_none(), "a task got two outcomes");
-        v.outcome = Some(outcome);
-        v.stamps = Some(stamps);
-        self.ready.notify_all();
+        if let Some(o) = v.outcome.take() {
+            return Poll::Ready(o);
+        }
+        assert!(
+            v.stamps.is_none(),
+            "a task handle was polled after it completed"
+        );
+        if self.faults.has(Fault::WakerCheckThenRegister) {
+            MutexGuard::unlocked(&mut v, || ());
+        }
+        match &mut v.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// True once an outcome was delivered.

@@ -15,6 +15,7 @@
 //! what it shares with its stand-in and its handle ([`PeriodicCtl`]); it
 //! touches no pool state.
 
+use super::fault::Faults;
 use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, Timing, LOST};
 use super::time::{nanos, Now, NEVER};
 use crate::contain::{drop_quietly, panic_message};
@@ -150,9 +151,9 @@ pub(crate) struct PeriodicCtl {
 
 impl PeriodicCtl {
     /// The shared state of a task first due at `first`.
-    pub(crate) fn new(first: Instant) -> Self {
+    pub(crate) fn new(first: Instant, faults: Faults) -> Self {
         PeriodicCtl {
-            slot: OutcomeSlot::new(first),
+            slot: OutcomeSlot::new(first, faults),
             seq: AtomicU64::new(0),
             runs: AtomicU64::new(0),
             panics: AtomicU64::new(0),

@@ -2,7 +2,36 @@
 //! the pool's threads or its callers.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
+
+thread_local! {
+    /// Set on the threads of pools built with `quiet_panics(true)`.
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs the filtering panic hook, once per process.
+static HOOK: Once = Once::new();
+
+/// Keep the panics of this thread (a worker of a pool built with
+/// `quiet_panics(true)`) away from the process's panic hook: the pool
+/// reports them as outcomes. The first call chains a hook in front of the
+/// one installed then, which it calls for every other thread.
+pub(crate) fn quiet_panics_on_this_thread() {
+    if cfg!(loom) {
+        return;
+    }
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+}
 
 /// Run `f`, catching its panic: the pool's way to contain user code it runs
 /// on its threads. Under loom a panic is a model's verdict (a failed

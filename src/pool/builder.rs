@@ -65,6 +65,8 @@ pub(crate) struct Config {
     pub(crate) spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     pub(crate) adaptive_wake: bool,
+    /// Whether panics on the workers bypass the process's panic hook.
+    pub(crate) quiet_panics: bool,
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
 }
@@ -93,6 +95,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 expire_after: None,
                 spin_before_due: Duration::ZERO,
                 adaptive_wake: true,
+                quiet_panics: false,
                 faults: Faults::default(),
             },
             _key: PhantomData,
@@ -209,6 +212,37 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// [`spin_before_due`](Self::spin_before_due). Default: on.
     pub fn adaptive_wake(mut self, on: bool) -> Self {
         self.config.adaptive_wake = on;
+        self
+    }
+
+    /// Keep panics on the pool's workers (a task's, or a key's contained
+    /// panic) from reaching the process's panic hook, so they do not print:
+    /// the pool already reports each as an outcome ([`Outcome::Panicked`]
+    /// with its message) and counts it. Default: `false`, and then every
+    /// caught panic still goes through the hook, which by default prints
+    /// its message, and with `RUST_BACKTRACE=1` a backtrace, to stderr.
+    ///
+    /// The first pool built with it chains a hook in front of the one
+    /// installed at that moment; the new hook calls the old one for every
+    /// thread that is not a quiet pool's worker. A program that sets its
+    /// own hook should do so before it builds such a pool (a later
+    /// `std::panic::set_hook` replaces the chain).
+    ///
+    /// [`Outcome::Panicked`]: crate::Outcome::Panicked
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).quiet_panics(true).build()?;
+    /// let h = pool.submit(Duration::ZERO, || panic!("flaky job"))?;
+    /// assert_eq!(h.wait(), Outcome::Panicked("flaky job".to_string()));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn quiet_panics(mut self, on: bool) -> Self {
+        self.config.quiet_panics = on;
         self
     }
 

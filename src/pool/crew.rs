@@ -6,6 +6,7 @@ use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared};
 use super::worker;
 use crate::clock::{PoolWaker, Wake};
+use crate::contain::quiet_panics_on_this_thread;
 use crate::sync::{thread, Arc, Mutex, Weak};
 use crate::Error;
 
@@ -45,9 +46,15 @@ impl Crew {
         let mut threads = Vec::with_capacity(config.workers);
         for i in 0..config.workers {
             let worker_shared = shared.clone();
+            let quiet = config.quiet_panics;
             let spawned = thread::Builder::new()
                 .name(format!("{}-{i}", config.thread_name))
-                .spawn(move || worker::work(&worker_shared, i));
+                .spawn(move || {
+                    if quiet {
+                        quiet_panics_on_this_thread();
+                    }
+                    worker::work(&worker_shared, i)
+                });
             match spawned {
                 Ok(h) => threads.push(h),
                 Err(e) => {

@@ -369,6 +369,23 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Some((node.due, node.seq))
     }
 
+    /// Move `key`'s entry to `due`, keeping its payload and its stamp (so a
+    /// stamp held elsewhere still names it); the old due time, or `None` if
+    /// `key` has no entry. O(log n). A panic of the key's `Hash` or `Eq`
+    /// leaves the heap as it was.
+    pub fn reschedule(&mut self, key: &K, due: i64) -> Option<i64> {
+        let slot = self.find(self.hash_of(key), key)?;
+        let pos = self.slots[slot as usize].pos as usize;
+        let before = self.nodes[pos];
+        self.nodes[pos].due = due;
+        if self.nodes[pos].before(&before) {
+            self.sift_up(pos);
+        } else {
+            self.sift_down(pos);
+        }
+        Some(before.due)
+    }
+
     /// Insert `key`, or replace its due time and payload if present (the
     /// heap then keeps its own key and hands `key` back in
     /// [`Inserted::Replaced`]).
@@ -783,6 +800,23 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reschedule_moves_an_entry_and_keeps_its_payload_and_stamp() {
+        let mut h = IndexedHeap::new();
+        let Inserted::New { seq } = h.insert("a", 10, 'a') else {
+            panic!("new key")
+        };
+        h.insert("b", 5, 'b');
+        assert_eq!(h.reschedule(&"a", 1), Some(10));
+        assert_eq!(h.get(&"a"), Some((1, seq)));
+        h.check_invariants().unwrap();
+        assert_eq!(h.reschedule(&"a", 50), Some(1));
+        assert_eq!(h.reschedule(&"z", 1), None);
+        h.check_invariants().unwrap();
+        let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|e| (e.key, e.value))).collect();
+        assert_eq!(order, vec![("b", 'b'), ("a", 'a')]);
+    }
 
     #[test]
     fn equal_due_times_pop_in_insertion_order() {

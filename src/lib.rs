@@ -21,6 +21,8 @@
 //! | run it periodically ([`Repeat`]: fixed rate or delay, [`MissedTicks`], [`OnPanic`]) | [`TimerPool::schedule_repeating`] / [`TimerPool::submit_repeating`] | [`PeriodicHandle`] |
 //! | hand over many keyed tasks under one lock | [`TimerPool::schedule_batch`], [`TimerPool::schedule_batch_detached`] | handles, or a count |
 //! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
+//! | move a pending task's deadline, keeping its closure and handle | [`TimerPool::reschedule`] | whether it was pending |
+//! | wait for an outcome | [`TaskHandle::wait`], `wait_timeout`, `try_outcome`, or `.await` (handles are futures) | the [`Outcome`] |
 //! | ask | [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
 //! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), drop | |
 //! | drive time yourself, no threads | [`Scheduler`] with plain `i64` due times | |

@@ -467,3 +467,30 @@ fn leader_asleep(pool: &TimerPool<&'static str>) {
     }
     assert!(pool.cancel(&"poke"));
 }
+
+#[test]
+fn reschedule_moves_a_periodic_tasks_next_run_but_not_a_running_one() {
+    let (clock, pool) = pool(2);
+    let (started_tx, started_rx) = channel();
+    let (go_tx, go_rx) = channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let tick = pool
+        .schedule_repeating(
+            "tick",
+            clock.now() + SEC,
+            Repeat::fixed_rate(SEC),
+            move || {
+                started_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv_timeout(BOUND).unwrap();
+            },
+        )
+        .unwrap();
+    // Pending: its first run moves to now.
+    assert_eq!(pool.reschedule(&"tick", clock.now()), Ok(true));
+    started_rx.recv_timeout(BOUND).unwrap();
+    // Running: its stand-in holds the key, and there is no pending run.
+    assert_eq!(pool.reschedule(&"tick", clock.now()), Ok(false));
+    go_tx.send(()).unwrap();
+    assert!(tick.cancel());
+    assert_eq!(tick.wait_timeout(BOUND).unwrap(), Outcome::Cancelled);
+}

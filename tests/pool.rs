@@ -570,3 +570,37 @@ fn capacity_counts_due_tasks_no_worker_has_started() {
     assert_eq!(done(blocker), Outcome::Completed(()));
     assert_eq!(done(due), Outcome::Completed("ran"));
 }
+
+#[test]
+fn reschedule_moves_a_pending_deadline_in_place_and_keeps_the_handle() {
+    let (clock, pool) = manual_pool::<u64>(1);
+    let h = pool
+        .schedule(1, Duration::from_secs(3600), || "ran")
+        .unwrap();
+    // Earlier: the leader, asleep toward an hour away, must hear of it.
+    assert_eq!(pool.reschedule(&1, Duration::from_secs(1)), Ok(true));
+    assert_eq!(pool.len(), 1);
+    clock.advance(Duration::from_secs(1));
+    // The same task and handle: not Replaced, and it ran at the new time.
+    let (outcome, timing) = h.wait_timed();
+    assert_eq!(outcome, Outcome::Completed("ran"));
+    assert!(timing.started.unwrap() >= clock.clone_now());
+    // Nothing pending under the key any more, or ever: false.
+    assert_eq!(pool.reschedule(&1, Duration::from_secs(1)), Ok(false));
+    assert_eq!(pool.reschedule(&2, Duration::from_secs(1)), Ok(false));
+    assert_eq!(
+        pool.reschedule(&2, Duration::MAX),
+        Err(Error::TimeOutOfRange)
+    );
+}
+
+#[test]
+fn reschedule_later_keeps_a_task_from_running_at_its_old_time() {
+    let (clock, pool) = manual_pool::<u64>(1);
+    let h = pool.schedule(1, Duration::from_secs(1), || ()).unwrap();
+    assert_eq!(pool.reschedule(&1, Duration::from_secs(10)), Ok(true));
+    clock.advance(Duration::from_secs(5));
+    let h = h.wait_timeout(Duration::from_millis(50)).unwrap_err();
+    assert!(pool.cancel(&1));
+    assert_eq!(done(h), Outcome::Cancelled);
+}

@@ -12,6 +12,7 @@ use super::handoff::Few;
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State};
 use super::task::{Task, TaskKey};
+use super::time::NEVER;
 use crate::contain::drop_quietly;
 use crate::heap::Inserted;
 use crate::sync::MutexGuard;
@@ -83,6 +84,33 @@ impl<K: Key> Shared<K> {
         drop(st);
         self.after_admission(out.replaced, out.keys);
         Ok(())
+    }
+
+    /// Step 6, in place: move `key`'s pending task to `due`, keeping its
+    /// task, its stamp and so its handle. True iff one was pending; a
+    /// running periodic task's stand-in is not (its next run is put back
+    /// when the run ends). Notifies the leader when the head moved.
+    pub(crate) fn reschedule(&self, key: &TaskKey<K>, due: i64) -> bool {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        // A task held for its busy key (exclusive keys) is pending too.
+        if let Some(held) = st.exclusive.take(key, None) {
+            if let Err(entry) = st.heap.restore(held) {
+                debug_assert!(false, "a held key was also in the heap");
+                drop(guard);
+                entry.value.lose();
+                return false;
+            }
+        }
+        if st.heap.get(key).is_none_or(|(d, _)| d == NEVER) {
+            return false;
+        }
+        let head = st.heap.peek_due();
+        st.heap.reschedule(key, due);
+        if st.heap.peek_due() != head {
+            self.leader_cv.notify_one();
+        }
+        true
     }
 
     /// Why a call adding `n` tasks is refused whole, if it is: the pool no

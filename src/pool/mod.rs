@@ -412,6 +412,39 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         self.shared.cancel(&TaskKey::Keyed(key.clone()), None)
     }
 
+    /// Move `key`'s pending task to `when`, keeping its closure and its
+    /// handle (which still reports the task's one outcome): a lease renewal
+    /// without a new closure, as tokio-util's `DelayQueue::reset`. O(log n).
+    /// True iff a task was pending under `key`; false when none is, or its
+    /// task is running (a periodic task's next run is pending again once
+    /// the run ends).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimeOutOfRange`] as [`schedule`](Self::schedule); nothing
+    /// moves.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// let lease = pool.schedule("lease-7", Duration::from_secs(30), || "expired")?;
+    /// // Renewed: the same task, due later; its handle stays valid.
+    /// assert!(pool.reschedule(&"lease-7", Duration::from_secs(60))?);
+    /// assert!(!pool.reschedule(&"no-such-lease", Duration::from_secs(60))?);
+    /// // Moved forward instead, it runs at once.
+    /// assert!(pool.reschedule(&"lease-7", Duration::ZERO)?);
+    /// assert_eq!(lease.wait(), Outcome::Completed("expired"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn reschedule(&self, key: &K, when: impl Into<Due>) -> Result<bool, Error> {
+        let due = self.due_ns(when.into())?;
+        Ok(self.shared.reschedule(&TaskKey::Keyed(key.clone()), due))
+    }
+
     /// The earliest pending due time.
     pub fn next_due(&self) -> Option<Instant> {
         let due = self.shared.state.lock().heap.peek_due()?;

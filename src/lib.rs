@@ -23,8 +23,8 @@
 //! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
 //! | move a pending task's deadline, keeping its closure and handle | [`TimerPool::reschedule`] | whether it was pending |
 //! | wait for an outcome | [`TaskHandle::wait`], `wait_timeout`, `try_outcome`, or `.await` (handles are futures) | the [`Outcome`] |
-//! | ask | [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
-//! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), drop | |
+//! | ask | [`TimerPool::due_of`], [`TimerPool::is_pending`], [`TaskHandle::replaced`], [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
+//! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), [`TimerPool::shutdown_timeout`] (drain, then return what is left), [`TimerPool::begin_shutdown`] with [`TimerPool::await_termination`] (Java's pair), drop | |
 //! | drive time yourself, no threads | [`Scheduler`] with plain `i64` due times | |
 //!
 //! A [`Builder`] (from [`TimerPool::builder`]) sets workers, capacity, the

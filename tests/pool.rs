@@ -604,3 +604,78 @@ fn reschedule_later_keeps_a_task_from_running_at_its_old_time() {
     assert!(pool.cancel(&1));
     assert_eq!(done(h), Outcome::Cancelled);
 }
+
+#[test]
+fn begin_shutdown_returns_at_once_and_await_termination_is_bounded() {
+    let (clock, pool) = manual_pool::<u64>(2);
+    let h = pool
+        .schedule(1, Duration::from_secs(3600), || "ran")
+        .unwrap();
+    pool.begin_shutdown();
+    assert!(pool.is_shutdown());
+    assert_eq!(
+        pool.schedule(2, Duration::ZERO, || "refused").unwrap_err(),
+        Error::ShutDown
+    );
+    // The pending task holds the pool open until its time.
+    assert!(!pool.await_termination(Duration::from_millis(20)));
+    assert!(!pool.is_terminated());
+    clock.advance(Duration::from_secs(3600));
+    assert!(pool.await_termination(BOUND));
+    assert!(pool.is_terminated());
+    assert_eq!(done(h), Outcome::Completed("ran"));
+}
+
+#[test]
+fn shutdown_timeout_returns_what_is_still_pending_at_its_deadline() {
+    let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
+    let soon = pool
+        .schedule(1, Duration::from_millis(1), || "ran")
+        .unwrap();
+    let far = pool
+        .schedule(2, Duration::from_secs(3600), || "never")
+        .unwrap();
+    let start = Instant::now();
+    assert_eq!(pool.shutdown_timeout(Duration::from_millis(200)), vec![2]);
+    assert!(start.elapsed() < BOUND);
+    assert_eq!(done(soon), Outcome::Completed("ran"));
+    assert_eq!(done(far), Outcome::Shutdown);
+    assert!(pool.await_termination(BOUND));
+    // Everything ran in time: nothing comes back.
+    let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
+    let h = pool.schedule(3, Duration::ZERO, || ()).unwrap();
+    assert_eq!(pool.shutdown_timeout(BOUND), Vec::<u64>::new());
+    assert_eq!(done(h), Outcome::Completed(()));
+    assert!(pool.is_terminated());
+}
+
+#[test]
+fn due_of_and_is_pending_answer_for_pending_tasks_only() {
+    let (clock, pool) = manual_pool::<u64>(1);
+    let at = clock.clone_now() + Duration::from_secs(5);
+    assert_eq!(pool.due_of(&1), None);
+    let h = pool.schedule(1, at, || ()).unwrap();
+    assert_eq!(pool.due_of(&1), Some(at));
+    assert!(pool.is_pending(&1));
+    assert!(pool.reschedule(&1, at + Duration::from_secs(1)).unwrap());
+    assert_eq!(pool.due_of(&1), Some(at + Duration::from_secs(1)));
+    clock.advance(Duration::from_secs(6));
+    assert_eq!(done(h), Outcome::Completed(()));
+    assert_eq!(pool.due_of(&1), None);
+    assert!(!pool.is_pending(&1));
+}
+
+#[test]
+fn a_handle_says_whether_its_scheduling_replaced_a_pending_task() {
+    let (_clock, pool) = manual_pool::<u64>(1);
+    let first = pool.schedule(1, Duration::from_secs(60), || ()).unwrap();
+    assert!(!first.replaced());
+    let second = pool.schedule(1, Duration::from_secs(60), || ()).unwrap();
+    assert!(second.replaced());
+    assert_eq!(done(first), Outcome::Replaced);
+    let batch = pool
+        .schedule_batch([1u64, 2].map(|k| (k, Duration::from_secs(60), || ())))
+        .unwrap();
+    assert!(batch[0].replaced() && !batch[1].replaced());
+    assert!(pool.cancel(&1) && pool.cancel(&2));
+}

@@ -78,6 +78,32 @@ impl Crew {
         self.ids.len()
     }
 
+    /// Wait until every worker has exited, or `deadline` passed (`None`:
+    /// without a bound); true when they all have, and then join them. From
+    /// one of the workers it does not wait (a worker cannot wait for itself).
+    pub(crate) fn await_exit<K>(
+        &self,
+        shared: &Shared<K>,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
+        if self.ids.contains(&thread::current().id()) {
+            return *shared.live.lock() == 0;
+        }
+        let mut live = shared.live.lock();
+        while *live > 0 {
+            match deadline {
+                Some(d) if std::time::Instant::now() >= d => return false,
+                Some(d) => {
+                    shared.exited.wait_until(&mut live, d);
+                }
+                None => shared.exited.wait(&mut live),
+            }
+        }
+        drop(live);
+        self.join();
+        true
+    }
+
     /// Join every worker, unless called from one of them (a worker cannot
     /// join itself).
     pub(crate) fn join(&self) {

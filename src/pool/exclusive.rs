@@ -135,6 +135,14 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
         }
     }
 
+    /// The due time of `key`'s held task, if one is held.
+    pub(crate) fn due_of(&self, key: &TaskKey<K>) -> Option<i64> {
+        if self.held.is_empty() {
+            return None;
+        }
+        self.held.get(key).map(|e| e.due)
+    }
+
     /// Remove every held task, in due order.
     pub(crate) fn drain(&mut self) -> Vec<PoolEntry<K>> {
         let mut all: Vec<_> = self.held.drain().map(|(_, e)| e).collect();

@@ -1,6 +1,7 @@
 //! Handles: what a scheduling call gives back, to wait for a task's outcome
 //! (blocking, with a timeout, or as a future) or cancel it.
 
+use super::intake::Stamp;
 use super::outcome::{Outcome, OutcomeSlot, Timing};
 use super::periodic::PeriodicCtl;
 use super::shared::Shared;
@@ -27,6 +28,8 @@ pub struct TaskHandle<T, K> {
     key: TaskKey<K>,
     /// The heap stamp of this task, so a handle never cancels a replacement.
     seq: u64,
+    /// Whether scheduling it replaced a pending task under its key.
+    replaced: bool,
 }
 
 impl<T, K> fmt::Debug for TaskHandle<T, K> {
@@ -44,14 +47,35 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
         slot: Arc<OutcomeSlot<T>>,
         pool: Weak<Shared<K>>,
         key: TaskKey<K>,
-        seq: u64,
+        stamp: Stamp,
     ) -> Self {
         TaskHandle {
             slot,
             pool,
             key,
-            seq,
+            seq: stamp.seq,
+            replaced: stamp.replaced,
         }
+    }
+
+    /// True if scheduling this task replaced a task pending under its key
+    /// (that task's outcome is [`Outcome::Replaced`]); false if the key had
+    /// nothing pending (it may have had a task running).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// let first = pool.schedule("lease", Duration::from_secs(60), || ())?;
+    /// let second = pool.schedule("lease", Duration::from_secs(90), || ())?;
+    /// assert!(!first.replaced() && second.replaced());
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn replaced(&self) -> bool {
+        self.replaced
     }
 
     /// Cancel the task if it is still pending (due or not, until a worker

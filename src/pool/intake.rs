@@ -28,6 +28,15 @@ pub(crate) struct Arrival<K> {
     pub(crate) task: Task,
 }
 
+/// An admitted task's stamp, and whether it replaced a pending task.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Stamp {
+    /// The heap's stamp of its entry.
+    pub(crate) seq: u64,
+    /// It replaced a task pending under its key.
+    pub(crate) replaced: bool,
+}
+
 /// What admitting leaves to do once the lock is released.
 struct Admitted<K> {
     /// Pending tasks the arrivals replaced, told `Replaced` after it.
@@ -51,7 +60,7 @@ impl<K: Key> Shared<K> {
     pub(crate) fn admit<I>(
         &self,
         arrivals: I,
-        mut stamped: impl FnMut(usize, u64),
+        mut stamped: impl FnMut(usize, Stamp),
     ) -> Result<(), Error>
     where
         I: ExactSizeIterator<Item = Arrival<K>>,
@@ -73,7 +82,7 @@ impl<K: Key> Shared<K> {
         };
         for (i, arrival) in arrivals.enumerate() {
             match self.admit_one(&mut st, arrival, &mut out) {
-                Ok(seq) => stamped(i, seq),
+                Ok(stamp) => stamped(i, stamp),
                 Err((key, task)) => return self.refuse_at_capacity(st, key, task, out),
             }
         }
@@ -135,9 +144,11 @@ impl<K: Key> Shared<K> {
         st: &mut State<K>,
         a: Arrival<K>,
         out: &mut Admitted<K>,
-    ) -> Result<u64, (TaskKey<K>, Task)> {
+    ) -> Result<Stamp, (TaskKey<K>, Task)> {
         // A held task (exclusive keys) is pending too: this replaces it.
-        if let Some(held) = st.exclusive.take(&a.key, None) {
+        let held = st.exclusive.take(&a.key, None);
+        let replaced_held = held.is_some();
+        if let Some(held) = held {
             out.replaced.push(held.value);
             out.keys.push(held.key);
         }
@@ -148,17 +159,23 @@ impl<K: Key> Shared<K> {
             a.key
         };
         let limit = self.config.capacity.saturating_sub(st.exclusive.len());
-        let seq = match st.heap.try_insert(key, a.due, task, limit) {
-            Ok(Inserted::New { seq }) => seq,
+        let stamp = match st.heap.try_insert(key, a.due, task, limit) {
+            Ok(Inserted::New { seq }) => Stamp {
+                seq,
+                replaced: replaced_held,
+            },
             Ok(Inserted::Replaced { seq, old, key, .. }) => {
                 out.replaced.push(old);
                 out.keys.push(key);
-                seq
+                Stamp {
+                    seq,
+                    replaced: true,
+                }
             }
             Err(refused) => return Err(refused),
         };
         out.count += 1;
-        Ok(seq)
+        Ok(stamp)
     }
 
     /// A single task refused at capacity: nothing changed but the held task

@@ -46,14 +46,14 @@ use crate::contain::drop_quietly;
 use crate::sync::Arc;
 use crate::Error;
 use crew::Crew;
-use intake::Arrival;
+use intake::{Arrival, Stamp};
 use outcome::OutcomeSlot;
 use periodic::{PeriodicCtl, PeriodicJob};
 use shared::Shared;
 use std::cell::OnceCell;
 use std::fmt;
 use std::hash::Hash;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use task::{Detached, OneShot, Task, TaskKey};
 use time::NEVER;
 
@@ -341,12 +341,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             made.push((slot.clone(), key.clone()));
             Task::Once(Box::new(OneShot::new(f, slot)))
         })?;
-        let mut seqs = vec![0; arrivals.len()];
-        self.admit_counted(arrivals.into_iter(), |i, seq| seqs[i] = seq)?;
+        let mut stamps = vec![Stamp::default(); arrivals.len()];
+        self.admit_counted(arrivals.into_iter(), |i, stamp| stamps[i] = stamp)?;
         let pool = Arc::downgrade(&self.shared);
-        let handles = made.into_iter().zip(seqs);
+        let handles = made.into_iter().zip(stamps);
         Ok(handles
-            .map(|((slot, key), seq)| TaskHandle::new(slot, pool.clone(), key, seq))
+            .map(|((slot, key), stamp)| TaskHandle::new(slot, pool.clone(), key, stamp))
             .collect())
     }
 
@@ -445,6 +445,40 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         Ok(self.shared.reschedule(&TaskKey::Keyed(key.clone()), due))
     }
 
+    /// When `key`'s pending task is due (Java's `getDelay`, as an instant on
+    /// the pool's clock): a task is pending until a worker starts it, due or
+    /// not; a periodic task while it waits for its next run, not while it
+    /// runs. `None` when nothing is pending under `key`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// pool.schedule("offer-9", Duration::from_secs(15), || ())?;
+    /// let due = pool.due_of(&"offer-9").expect("pending");
+    /// assert!(due > pool.now());
+    /// assert!(pool.is_pending(&"offer-9") && !pool.is_pending(&"offer-1"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn due_of(&self, key: &K) -> Option<Instant> {
+        let key = TaskKey::Keyed(key.clone());
+        let due = {
+            let st = self.shared.state.lock();
+            let held = || st.exclusive.due_of(&key);
+            st.heap.get(&key).map(|(due, _)| due).or_else(held)?
+        };
+        // A running periodic task's stand-in is due never.
+        (due != NEVER).then(|| self.shared.time.instant_of(due))
+    }
+
+    /// True if a task is pending under `key`; see [`due_of`](Self::due_of).
+    pub fn is_pending(&self, key: &K) -> bool {
+        self.due_of(key).is_some()
+    }
+
     /// The earliest pending due time.
     pub fn next_due(&self) -> Option<Instant> {
         let due = self.shared.state.lock().heap.peek_due()?;
@@ -503,6 +537,72 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         keys
     }
 
+    /// Begin a graceful shutdown and return at once (Java's `shutdown()`):
+    /// new work is refused with [`Error::ShutDown`] (a running task's
+    /// follow-up too), pending one-shot tasks still run at their due time,
+    /// periodic tasks stop. Wait for the end with
+    /// [`await_termination`](Self::await_termination).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.schedule(1, Duration::from_millis(10), || "done")?;
+    /// pool.begin_shutdown(); // returns at once
+    /// assert!(pool.is_shutdown() && !pool.is_terminated());
+    /// assert!(pool.await_termination(Duration::from_secs(10)));
+    /// assert_eq!(h.wait(), Outcome::Completed("done"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn begin_shutdown(&self) {
+        self.shared.begin_drain();
+    }
+
+    /// Wait at most `timeout` for every worker to exit after a shutdown
+    /// (Java's `awaitTermination`); true when they have (and then they are
+    /// joined). Called from inside one of the pool's tasks it does not
+    /// wait.
+    pub fn await_termination(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        self.crew.await_exit(&self.shared, deadline)
+    }
+
+    /// True once every worker has exited.
+    pub fn is_terminated(&self) -> bool {
+        *self.shared.live.lock() == 0
+    }
+
+    /// A graceful shutdown with a deadline: like [`shutdown`](Self::shutdown)
+    /// until `timeout` has passed, then like
+    /// [`shutdown_now`](Self::shutdown_now) for what is still pending, whose
+    /// keys it returns (empty if everything ran in time). It does not wait
+    /// for tasks still running at the deadline (they are never
+    /// interrupted): [`await_termination`](Self::await_termination) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// let lease = pool.schedule("lease", Duration::from_secs(1800), || ())?;
+    /// assert_eq!(pool.shutdown_timeout(Duration::from_millis(10)), vec!["lease"]);
+    /// assert_eq!(lease.wait(), Outcome::Shutdown);
+    /// assert!(pool.await_termination(Duration::from_secs(10)));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn shutdown_timeout(&self, timeout: Duration) -> Vec<K> {
+        self.shared.begin_drain();
+        if self.await_termination(timeout) {
+            return Vec::new();
+        }
+        self.shared.stop_now()
+    }
+
     /// True once `shutdown` or `shutdown_now` has been called.
     pub fn is_shutdown(&self) -> bool {
         self.shared.state.lock().mode != shared::Mode::Running
@@ -524,9 +624,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         ));
         let handle_key = key.clone();
         let task = Task::Once(Box::new(OneShot::new(f, slot.clone())));
-        let seq = self.admit_single(key, due, task, |_| {})?;
+        let stamp = self.admit_single(key, due, task, |_| {})?;
         let pool = Arc::downgrade(&self.shared);
-        Ok(TaskHandle::new(slot, pool, handle_key, seq))
+        Ok(TaskHandle::new(slot, pool, handle_key, stamp))
     }
 
     /// A one-shot task without a handle.
@@ -623,21 +723,21 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         due: i64,
         task: Task,
         mut stamped: impl FnMut(u64),
-    ) -> Result<u64, Error> {
-        let mut stamp = 0;
+    ) -> Result<Stamp, Error> {
+        let mut out = Stamp::default();
         let arrival = Arrival { key, due, task };
-        self.admit_counted(std::iter::once(arrival), |_, seq| {
-            stamped(seq);
-            stamp = seq;
+        self.admit_counted(std::iter::once(arrival), |_, stamp| {
+            stamped(stamp.seq);
+            out = stamp;
         })?;
-        Ok(stamp)
+        Ok(out)
     }
 
     /// Admit `arrivals`, counting each refused task.
     fn admit_counted(
         &self,
         arrivals: impl ExactSizeIterator<Item = Arrival<K>>,
-        stamped: impl FnMut(usize, u64),
+        stamped: impl FnMut(usize, Stamp),
     ) -> Result<(), Error> {
         let n = arrivals.len() as u64;
         self.shared

@@ -82,6 +82,11 @@ pub(crate) struct Shared<K> {
     pub(crate) counters: Counters,
     /// Last keyless number given out.
     anon: AtomicU64,
+    /// Workers still running (not yet past their exit), for a bounded wait
+    /// for termination.
+    pub(crate) live: Mutex<usize>,
+    /// Notified when a worker exits.
+    pub(crate) exited: Condvar,
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
 }
@@ -103,6 +108,8 @@ impl<K: Key> Shared<K> {
             tx,
             rx,
             counters: Counters::new(config.workers),
+            live: Mutex::new(config.workers),
+            exited: Condvar::new(),
             config,
             anon: AtomicU64::new(0),
             faults,

@@ -78,9 +78,11 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
                 }
             }
             Ok(Msg::Exit) | Err(_) => {
-                // Every worker passes the pill on, so one Exit stops them all;
-                // the runs queued before it are served first (FIFO).
+                // Every worker passes the pill on, so one Exit stops them all.
                 let _ = shared.tx.send(Msg::Exit);
+                let mut live = shared.live.lock();
+                *live -= 1;
+                shared.exited.notify_all();
                 return;
             }
         }

@@ -354,3 +354,28 @@ fn sessions_bound_their_statements() {
     assert_eq!(n, 2, "a leader and a recorder connection");
     node.shutdown();
 }
+
+#[test]
+fn a_statement_that_keeps_failing_backs_off_and_recovers() {
+    let (mut c, q) = queue("t_dropped");
+    let node = Node::builder(config(), "q")
+        .schema("t_dropped")
+        .workers(1)
+        .handler("h", |_| Ok(()))
+        .start()
+        .unwrap();
+    // The tables vanish under the running node: every claim now fails.
+    c.batch_execute("DROP SCHEMA t_dropped CASCADE").unwrap();
+    q.schedule(&mut c, &NewTask::new("k", "h")).unwrap_err();
+    assert!(wait_until(LONG, || node.stats().reconnects >= 2));
+    // A measured window, not a wait for a race: with backoff (50 ms
+    // doubling) a second holds a handful of reconnects, not hundreds.
+    let before = node.stats().reconnects;
+    std::thread::sleep(Duration::from_secs(1));
+    let during = node.stats().reconnects - before;
+    assert!(during <= 10, "{during} reconnects in one second");
+    q.install(&mut c).unwrap();
+    q.schedule(&mut c, &NewTask::new("k", "h")).unwrap();
+    assert!(wait_until(LONG, || states(&mut c, &q, "k") == [State::Completed]));
+    node.shutdown();
+}

@@ -335,15 +335,16 @@ fn install_is_idempotent_and_safe_concurrently() {
 
 #[test]
 fn sessions_bound_their_statements() {
-    let (_c, _q) = queue("t_timeout");
+    let (mut c, q) = queue("t_timeout");
     let node = Node::builder(config(), "q")
         .schema("t_timeout")
         .workers(1)
-        .statement_timeout(Duration::from_millis(1500))
+        .statement_timeout(Duration::from_millis(300))
+        .safety_recheck(Duration::from_millis(50))
+        .handler("h", |_| Ok(()))
         .start()
         .unwrap();
     let app = format!("timerpool node {}", node.id());
-    let mut c = client();
     let n: i64 = c
         .query_one(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
@@ -352,5 +353,41 @@ fn sessions_bound_their_statements() {
         .unwrap()
         .get(0);
     assert_eq!(n, 2, "a leader and a recorder connection");
+    // A lock the claim must wait for: without lock_timeout the leader would
+    // wait as long as the lock is held; with it, its claim fails after
+    // 300 ms and the leader reconnects.
+    let mut locker = client();
+    let mut tx = locker.transaction().unwrap();
+    tx.batch_execute("LOCK TABLE t_timeout.tasks IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    assert!(wait_until(LONG, || node.stats().reconnects >= 1));
+    tx.rollback().unwrap();
+    q.schedule(&mut c, &NewTask::new("k", "h")).unwrap();
+    assert!(wait_until(LONG, || states(&mut c, &q, "k") == [State::Completed]));
+    node.shutdown();
+}
+
+#[test]
+fn a_statement_that_keeps_failing_backs_off_and_recovers() {
+    let (mut c, q) = queue("t_dropped");
+    let node = Node::builder(config(), "q")
+        .schema("t_dropped")
+        .workers(1)
+        .handler("h", |_| Ok(()))
+        .start()
+        .unwrap();
+    // The tables vanish under the running node: every claim now fails.
+    c.batch_execute("DROP SCHEMA t_dropped CASCADE").unwrap();
+    q.schedule(&mut c, &NewTask::new("k", "h")).unwrap_err();
+    assert!(wait_until(LONG, || node.stats().reconnects >= 2));
+    // A measured window, not a wait for a race: with backoff (50 ms
+    // doubling) a second holds a handful of reconnects, not hundreds.
+    let before = node.stats().reconnects;
+    std::thread::sleep(Duration::from_secs(1));
+    let during = node.stats().reconnects - before;
+    assert!(during <= 10, "{during} reconnects in one second");
+    q.install(&mut c).unwrap();
+    q.schedule(&mut c, &NewTask::new("k", "h")).unwrap();
+    assert!(wait_until(LONG, || states(&mut c, &q, "k") == [State::Completed]));
     node.shutdown();
 }

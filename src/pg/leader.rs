@@ -78,6 +78,9 @@ pub(crate) fn run(
     };
     let mut conn = Conn::prepare(first, shared).ok();
     let counters = &shared.counters;
+    // Reconnects since the last good round: a statement that keeps failing
+    // on a fresh connection (say, a dropped table) must not spin.
+    let mut failures = 0u32;
     while !shared.stopping() {
         let limit = leader.room();
         if limit == 0 {
@@ -86,17 +89,28 @@ pub(crate) fn run(
         let c = match conn.as_mut() {
             Some(c) if !c.client.is_closed() => c,
             _ => {
+                if failures > 0 {
+                    thread::sleep(backoff(failures));
+                }
+                failures = failures.saturating_add(1);
                 conn = connector
                     .reconnect(&shared.stop, &counters.reconnects)
                     .and_then(|client| Conn::prepare(client, shared).ok());
                 continue;
             }
         };
-        if leader.round(c, limit).is_err() {
+        match leader.round(c, limit) {
+            Ok(()) => failures = 0,
             // Reconnect and start over: nothing is carried across.
-            conn = None;
+            Err(_) => conn = None,
         }
     }
+}
+
+/// 50 ms doubling per failure, at most 2 s.
+fn backoff(failures: u32) -> Duration {
+    let shift = failures.saturating_sub(1).min(6);
+    Duration::from_millis(50 << shift).min(Duration::from_secs(2))
 }
 
 impl Leader<'_> {

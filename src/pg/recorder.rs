@@ -139,8 +139,13 @@ pub(crate) fn run(shared: &Shared, connector: Connector, first: Client, inbox: R
         if open {
             open = r.collect(&inbox);
         }
-        if r.with_client(Recorder::write).is_none() && !open && r.given_up() {
-            return;
+        if r.with_client(Recorder::write).is_none() && !open {
+            if r.given_up() {
+                return;
+            }
+            // No inbox to wait on any more: pause before the next try.
+            crate::sync::thread::sleep(r.pause);
+            r.pause = (r.pause * 2).min(Duration::from_secs(2));
         }
         r.chores();
     }

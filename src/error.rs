@@ -52,6 +52,9 @@ pub enum Error {
     },
     /// The operating system refused to start a worker thread.
     Spawn(String),
+    /// A worker's start hook ([`Builder::on_thread_start`](crate::Builder::on_thread_start))
+    /// panicked with this message; the pool was not started.
+    ThreadStart(String),
     /// The pool is shutting down or shut down and takes no new work.
     ShutDown,
     /// The due time cannot be represented on the pool's clock (for example
@@ -89,6 +92,7 @@ impl fmt::Display for Error {
                 )
             }
             Error::Spawn(why) => write!(f, "could not start a worker thread: {why}"),
+            Error::ThreadStart(why) => write!(f, "a worker's start hook panicked: {why}"),
             Error::ShutDown => f.write_str("the pool is shut down and accepts no new tasks"),
             Error::TimeOutOfRange => {
                 f.write_str("due time out of range: it cannot be represented on the pool's clock")

@@ -46,6 +46,16 @@ pub struct Builder<K> {
     _key: PhantomData<fn(K)>,
 }
 
+/// A function run on each worker thread as it starts or stops.
+#[derive(Clone)]
+pub(crate) struct Hook(pub(crate) Arc<dyn Fn() + Send + Sync>);
+
+impl fmt::Debug for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Hook")
+    }
+}
+
 /// A pool's configuration, as its engine keeps it.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -67,6 +77,12 @@ pub(crate) struct Config {
     pub(crate) adaptive_wake: bool,
     /// Whether panics on the workers bypass the process's panic hook.
     pub(crate) quiet_panics: bool,
+    /// Run on each worker thread as it starts.
+    pub(crate) on_start: Option<Hook>,
+    /// Run on each worker thread as it stops.
+    pub(crate) on_stop: Option<Hook>,
+    /// Stack size of the worker threads, if not the platform's default.
+    pub(crate) stack_size: Option<usize>,
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
 }
@@ -96,6 +112,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 spin_before_due: Duration::ZERO,
                 adaptive_wake: true,
                 quiet_panics: false,
+                on_start: None,
+                on_stop: None,
+                stack_size: None,
                 faults: Faults::default(),
             },
             _key: PhantomData,
@@ -243,6 +262,51 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// ```
     pub fn quiet_panics(mut self, on: bool) -> Self {
         self.config.quiet_panics = on;
+        self
+    }
+
+    /// Run `hook` on each worker thread as it starts, before it serves
+    /// anything: tracing context, CPU affinity, metrics registration. If it
+    /// panics on any worker, [`build`](Self::build) stops the workers
+    /// already started and fails with [`Error::ThreadStart`]. Default: none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use timerpool::TimerPool;
+    ///
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let s = started.clone();
+    /// let pool = TimerPool::<u64>::builder()
+    ///     .workers(3)
+    ///     .on_thread_start(move || {
+    ///         s.fetch_add(1, Ordering::SeqCst);
+    ///     })
+    ///     .build()?;
+    /// assert_eq!(started.load(Ordering::SeqCst), 3); // all ran before build returned
+    /// # drop(pool);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn on_thread_start(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.config.on_start = Some(Hook(Arc::new(hook)));
+        self
+    }
+
+    /// Run `hook` on each worker thread as it stops, after it served its
+    /// last task. A panic in it is contained (counted in
+    /// [`Stats::contained_panics`](crate::Stats::contained_panics)); the
+    /// shutdown still completes. Default: none.
+    pub fn on_thread_stop(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.config.on_stop = Some(Hook(Arc::new(hook)));
+        self
+    }
+
+    /// The stack size of the worker threads, in bytes. Default: the
+    /// platform's (`std::thread`'s default, 2 MiB on most).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.config.stack_size = Some(bytes);
         self
     }
 

@@ -6,9 +6,58 @@ use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared};
 use super::worker;
 use crate::clock::{PoolWaker, Wake};
-use crate::contain::quiet_panics_on_this_thread;
-use crate::sync::{thread, Arc, Mutex, Weak};
+use crate::contain::{catch, forget_payload, panic_message, quiet_panics_on_this_thread};
+use crate::sync::{thread, unbounded, Arc, Mutex, Sender, Weak};
 use crate::Error;
+
+/// Start worker `i`: its start hook (whose result goes to `started`), its
+/// life, its stop hook.
+fn spawn<K: Key>(
+    shared: &Arc<Shared<K>>,
+    config: &Config,
+    i: usize,
+    started: Option<Sender<Result<(), String>>>,
+) -> std::io::Result<thread::JoinHandle<()>> {
+    let shared = shared.clone();
+    let (quiet, on_start, on_stop) = (
+        config.quiet_panics,
+        config.on_start.clone(),
+        config.on_stop.clone(),
+    );
+    let mut builder = thread::Builder::new().name(format!("{}-{i}", config.thread_name));
+    if let Some(bytes) = config.stack_size {
+        builder = builder.stack_size(bytes);
+    }
+    builder.spawn(move || {
+        if quiet {
+            quiet_panics_on_this_thread();
+        }
+        if let (Some(hook), Some(started)) = (on_start, started) {
+            let ran = catch(|| (hook.0)()).map_err(panic_message);
+            let failed = ran.is_err();
+            let _ = started.send(ran);
+            if failed {
+                return;
+            }
+        }
+        worker::work(&shared, i);
+        if let Some(hook) = on_stop {
+            if let Err(payload) = catch(|| (hook.0)()) {
+                forget_payload(payload);
+                shared.counters.contained();
+            }
+        }
+    })
+}
+
+/// A start-up that failed: stop the workers already started, join them,
+/// and give back `error`.
+fn stop<K>(shared: &Shared<K>, threads: Vec<thread::JoinHandle<()>>, error: Error) -> Error {
+    shared.state.lock().mode = Mode::Stopped;
+    let _ = shared.tx.send(Msg::Exit);
+    threads.into_iter().for_each(|h| drop(h.join()));
+    error
+}
 
 /// What dropping the pool stops, without naming the key type.
 trait StopAll: Send + Sync {
@@ -43,25 +92,26 @@ impl Crew {
     pub(crate) fn start<K: Key>(shared: &Arc<Shared<K>>, config: &Config) -> Result<Crew, Error> {
         let weak: Weak<dyn Wake> = Arc::downgrade(shared) as Weak<dyn Wake>;
         shared.time.clock().register(PoolWaker::new(weak));
+        // Only a start hook needs the workers to report in.
+        let (started_tx, started_rx) = match config.on_start {
+            Some(_) => {
+                let (tx, rx) = unbounded();
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
         let mut threads = Vec::with_capacity(config.workers);
         for i in 0..config.workers {
-            let worker_shared = shared.clone();
-            let quiet = config.quiet_panics;
-            let spawned = thread::Builder::new()
-                .name(format!("{}-{i}", config.thread_name))
-                .spawn(move || {
-                    if quiet {
-                        quiet_panics_on_this_thread();
-                    }
-                    worker::work(&worker_shared, i)
-                });
-            match spawned {
+            match spawn(shared, config, i, started_tx.clone()) {
                 Ok(h) => threads.push(h),
-                Err(e) => {
-                    shared.state.lock().mode = Mode::Stopped;
-                    let _ = shared.tx.send(Msg::Exit);
-                    threads.into_iter().for_each(|h| drop(h.join()));
-                    return Err(Error::Spawn(e.to_string()));
+                Err(e) => return Err(stop(shared, threads, Error::Spawn(e.to_string()))),
+            }
+        }
+        drop(started_tx);
+        if let Some(rx) = &started_rx {
+            for _ in 0..config.workers {
+                if let Ok(Err(why)) = rx.recv() {
+                    return Err(stop(shared, threads, Error::ThreadStart(why)));
                 }
             }
         }

@@ -120,7 +120,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
     /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
     /// [`Error::InvalidThreadName`],
-    /// [`Error::SpinTooLong`], [`Error::ZeroExpiry`], [`Error::TimeOutOfRange`] for an
+    /// [`Error::SpinTooLong`], [`Error::ZeroExpiry`], [`Error::ThreadStart`] if a
+    /// start hook panicked, [`Error::TimeOutOfRange`] for an
     /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the
     /// operating system refused a thread (the ones already started are
     /// stopped).
@@ -477,6 +478,20 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// True if a task is pending under `key`; see [`due_of`](Self::due_of).
     pub fn is_pending(&self, key: &K) -> bool {
         self.due_of(key).is_some()
+    }
+
+    /// Tasks running now (periodic runs included), roughly: it reads two
+    /// counters one after the other, so it is exact only while the pool is
+    /// quiet.
+    pub fn running(&self) -> usize {
+        let finished = self.shared.counters.finished();
+        let started = self.shared.state.lock().started;
+        started.saturating_sub(finished) as usize
+    }
+
+    /// The number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.crew.len()
     }
 
     /// The earliest pending due time.

@@ -55,6 +55,8 @@ pub(crate) struct State<K> {
     pub(crate) mode: Mode,
     /// Times the leader returned from a wait (notify, timeout or spurious).
     pub(crate) wakeups: u64,
+    /// Tasks (and periodic runs) workers have started.
+    pub(crate) started: u64,
 }
 
 impl<K> State<K> {
@@ -102,6 +104,7 @@ impl<K: Key> Shared<K> {
                 exclusive: ExclusiveKeys::new(config.exclusive_keys, faults),
                 mode: Mode::Running,
                 wakeups: 0,
+                started: 0,
             }),
             leader_cv: Condvar::new(),
             time: Timeline::new(config.clock.clone()),

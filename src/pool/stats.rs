@@ -116,6 +116,8 @@ struct PerWorker(Mutex<WorkerCounts>);
 
 #[derive(Debug)]
 struct WorkerCounts {
+    /// Runs ended (or skipped as stale), periodic ones included.
+    finished: u64,
     completed: u64,
     panicked: u64,
     expired: u64,
@@ -140,6 +142,7 @@ impl Counters {
             workers: (0..workers)
                 .map(|_| {
                     PerWorker(Mutex::new(WorkerCounts {
+                        finished: 0,
                         completed: 0,
                         panicked: 0,
                         expired: 0,
@@ -160,6 +163,11 @@ impl Counters {
     pub(crate) fn lost_to_a_panic(&self) {
         self.lost.fetch_add(1, Relaxed);
         self.contained();
+    }
+
+    /// Runs ended so far (one-shot and periodic, stale skips included).
+    pub(crate) fn finished(&self) -> u64 {
+        self.workers.iter().map(|w| w.0.lock().finished).sum()
     }
 
     /// A panic of user code other than a task's run was contained.
@@ -194,6 +202,7 @@ impl Counters {
             return;
         };
         let mut c = w.0.lock();
+        c.finished += 1;
         if let Some(late) = late_ns {
             c.lateness.saturating_record(late.max(0) as u64);
         }

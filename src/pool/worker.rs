@@ -136,7 +136,10 @@ fn start_one<K: Key>(shared: &Shared<K>) -> Option<Claimed<K>> {
             return None;
         };
         match or_lose(entry, |entry| claim_one(&mut st, entry, now.at)) {
-            Some(Some(claimed)) => return Some(claimed),
+            Some(Some(claimed)) => {
+                st.started += 1;
+                return Some(claimed);
+            }
             Some(None) => {} // held for its busy key
             None => shared.counters.lost_to_a_panic(),
         }

@@ -1,0 +1,203 @@
+//! Unit tests of the heap's data-structure behaviour (the unwind sweep is
+//! in `unwind_tests.rs`).
+
+use super::*;
+
+#[test]
+fn reschedule_moves_an_entry_and_keeps_its_payload_and_stamp() {
+    let mut h = IndexedHeap::new();
+    let Inserted::New { seq } = h.insert("a", 10, 'a') else {
+        panic!("new key")
+    };
+    h.insert("b", 5, 'b');
+    assert_eq!(h.reschedule(&"a", 1), Some(10));
+    assert_eq!(h.get(&"a"), Some((1, seq)));
+    h.check_invariants().unwrap();
+    assert_eq!(h.reschedule(&"a", 50), Some(1));
+    assert_eq!(h.reschedule(&"z", 1), None);
+    h.check_invariants().unwrap();
+    let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|e| (e.key, e.value))).collect();
+    assert_eq!(order, vec![("b", 'b'), ("a", 'a')]);
+}
+
+#[test]
+fn equal_due_times_pop_in_insertion_order() {
+    let mut h = IndexedHeap::new();
+    for k in [5, 3, 9, 1] {
+        h.insert(k, 7, ());
+        h.check_invariants().unwrap();
+    }
+    let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|e| e.key)).collect();
+    assert_eq!(order, vec![5, 3, 9, 1]);
+}
+
+#[test]
+fn replace_moves_the_single_entry() {
+    let mut h = IndexedHeap::new();
+    h.insert("a", 10, 1);
+    h.insert("b", 5, 2);
+    let r = h.insert("a", 3, 3);
+    assert!(matches!(
+        r,
+        Inserted::Replaced {
+            old: 1,
+            old_due: 10,
+            ..
+        }
+    ));
+    assert_eq!(h.len(), 2);
+    assert_eq!(h.peek(), Some((3, &"a")));
+    h.check_invariants().unwrap();
+}
+
+#[test]
+fn replace_keeps_the_stored_key_and_hands_back_the_given_one() {
+    /// Equal by the number; the name tells instances apart.
+    #[derive(Debug)]
+    struct Named(u32, &'static str);
+    impl PartialEq for Named {
+        fn eq(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+    impl Eq for Named {}
+    impl Hash for Named {
+        fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+            self.0.hash(state);
+        }
+    }
+    let mut h = IndexedHeap::new();
+    h.insert(Named(1, "stored"), 5, 'a');
+    match h.insert(Named(1, "given"), 3, 'b') {
+        Inserted::Replaced { key, old, .. } => assert_eq!((key.1, old), ("given", 'a')),
+        other => panic!("expected a replace, got {other:?}"),
+    }
+    assert_eq!(h.peek().map(|(due, k)| (due, k.1)), Some((3, "stored")));
+    h.check_invariants().unwrap();
+}
+
+#[test]
+fn try_insert_refuses_new_key_at_limit_but_replaces() {
+    let mut h = IndexedHeap::new();
+    h.try_insert(1, 1, (), 1).unwrap();
+    assert_eq!(h.try_insert(2, 1, (), 1), Err((2, ())));
+    assert!(h.try_insert(1, 0, (), 1).is_ok());
+    assert_eq!(h.len(), 1);
+}
+
+#[test]
+fn remove_seq_ignores_a_replaced_stamp() {
+    let mut h = IndexedHeap::new();
+    let Inserted::New { seq } = h.insert(1, 1, 'x') else {
+        panic!("new key")
+    };
+    h.insert(1, 2, 'y');
+    assert_eq!(h.remove_seq(&1, seq), None);
+    assert_eq!(h.len(), 1);
+}
+
+#[test]
+fn memory_shrinks_after_mass_removal() {
+    let mut h = IndexedHeap::new();
+    for k in 0..100_000u64 {
+        h.insert(k, (k * 7919 % 1000) as i64, k);
+    }
+    let peak = h.allocated_bytes();
+    for k in 0..100_000u64 {
+        h.remove(&k).unwrap();
+    }
+    h.check_invariants().unwrap();
+    assert!(
+        h.allocated_bytes() * 10 < peak,
+        "{} vs {peak}",
+        h.allocated_bytes()
+    );
+}
+
+#[test]
+fn shrinking_retires_the_old_buffers_to_the_owner() {
+    let mut h = IndexedHeap::new();
+    for k in 0..10_000u64 {
+        h.insert(k, k as i64, ());
+    }
+    assert!(h.take_retired().is_empty());
+    for k in 0..9_990u64 {
+        h.remove(&k).unwrap();
+    }
+    h.check_invariants().unwrap();
+    let retired = h.take_retired();
+    assert!(!retired.is_empty(), "{retired:?}");
+    assert!(h.take_retired().is_empty());
+    assert_eq!(h.len(), 10);
+}
+
+#[test]
+fn extreme_due_times_order_correctly() {
+    let mut h = IndexedHeap::new();
+    h.insert(1, i64::MAX, ());
+    h.insert(2, i64::MIN, ());
+    h.insert(3, 0, ());
+    assert_eq!(h.pop_due(i64::MIN).map(|e| e.key), Some(2));
+    assert_eq!(h.pop_due(0).map(|e| e.key), Some(3));
+    assert_eq!(h.pop_due(i64::MAX - 1), None);
+    assert_eq!(h.pop_due(i64::MAX).map(|e| e.key), Some(1));
+}
+
+#[test]
+fn moving_every_key_later_keeps_pop_order() {
+    let mut h = IndexedHeap::new();
+    for k in 0..1000u64 {
+        h.insert(k, (k * 7919 % 1000) as i64, k);
+    }
+    // Move every key later, in an order unrelated to the heap's.
+    for k in 0..1000u64 {
+        h.insert((k * 13) % 1000, 5000 + (k * 31 % 1000) as i64, k);
+        h.check_invariants().unwrap();
+    }
+    let mut last = (i64::MIN, 0);
+    while let Some(e) = h.pop() {
+        assert!((e.due, e.seq) > last, "{:?} after {last:?}", (e.due, e.seq));
+        last = (e.due, e.seq);
+        h.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn a_later_move_with_a_tied_child_stays_ordered() {
+    let mut h = IndexedHeap::new();
+    h.insert("root", 1, ());
+    for k in ["a", "b", "c"] {
+        h.insert(k, 5, ());
+    }
+    h.insert("d", 5, ());
+    // "a" shares due 5 with its siblings, not its children; move the
+    // root later than its tied children.
+    h.insert("root", 5, ());
+    h.check_invariants().unwrap();
+    let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|e| e.key)).collect();
+    assert_eq!(order, vec!["a", "b", "c", "d", "root"]);
+}
+
+#[test]
+fn removals_keep_the_slot_table_dense_and_ordered() {
+    let mut h = IndexedHeap::new();
+    for k in 0..10_000u64 {
+        h.insert(k, k as i64, ());
+    }
+    for k in (0..10_000u64).step_by(2) {
+        h.remove(&k).unwrap();
+    }
+    for k in 10_000..15_000u64 {
+        h.insert(k, k as i64, ());
+    }
+    h.check_invariants().unwrap();
+    for k in (1..10_000u64).step_by(2) {
+        h.remove(&k).unwrap();
+        if k % 1001 == 0 {
+            h.check_invariants().unwrap();
+        }
+    }
+    h.check_invariants().unwrap();
+    assert_eq!(h.len(), 5000);
+    assert_eq!(h.pop().map(|e| e.key), Some(10_000));
+}

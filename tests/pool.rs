@@ -401,15 +401,7 @@ fn a_task_due_on_arrival_is_pending_until_a_worker_starts_it() {
     // One worker, busy: a task due at once stays pending (cancellable,
     // counted) until the worker is free to start it.
     let (clock, pool) = manual_pool(1);
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let blocker = pool
-        .schedule(0, clock.clone_now(), move || {
-            started_tx.send(()).unwrap();
-            release_rx.recv_timeout(BOUND).unwrap();
-        })
-        .unwrap();
-    started_rx.recv_timeout(BOUND).unwrap();
+    let (blocker, release_tx) = block_a_worker(&pool, 0, clock.clone_now());
     let h = pool.schedule(1, clock.clone_now(), || "ran").unwrap();
     assert_eq!(pool.len(), 1);
     assert!(pool.cancel(&1));
@@ -423,15 +415,7 @@ fn a_task_due_on_arrival_runs_while_another_worker_is_busy() {
     // One worker blocked in a task, the leader asleep on an empty heap: the
     // new due task wakes the leader, which passes the lead on and starts it.
     let pool = TimerPool::<u64>::builder().workers(2).build().unwrap();
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let blocker = pool
-        .submit(Instant::now(), move || {
-            started_tx.send(()).unwrap();
-            release_rx.recv_timeout(BOUND).unwrap();
-        })
-        .unwrap();
-    started_rx.recv_timeout(BOUND).unwrap();
+    let (blocker, release_tx) = block_a_worker(&pool, 0, Instant::now());
     let h = pool.submit(Instant::now(), || 7).unwrap();
     assert_eq!(done(h), Outcome::Completed(7));
     release_tx.send(()).unwrap();
@@ -444,15 +428,7 @@ fn a_task_due_on_arrival_waits_behind_earlier_due_tasks() {
     // so a new due task joins it there (cancellable) instead of jumping ahead.
     let (clock, pool) = manual_pool(1);
     let order = Arc::new(Mutex::new(Vec::new()));
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let blocker = pool
-        .schedule(0, clock.clone_now(), move || {
-            started_tx.send(()).unwrap();
-            release_rx.recv_timeout(BOUND).unwrap();
-        })
-        .unwrap();
-    started_rx.recv_timeout(BOUND).unwrap();
+    let (blocker, release_tx) = block_a_worker(&pool, 0, clock.clone_now());
     let o = order.clone();
     let earlier = pool
         .schedule(1, Duration::from_secs(1), move || o.lock().unwrap().push(1))
@@ -545,21 +521,13 @@ fn detached_tasks_run_replace_cancel_and_are_counted() {
 fn capacity_counts_due_tasks_no_worker_has_started() {
     // A due task is pending until a worker starts it, so capacity counts it.
     let clock = ManualClock::new();
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let pool = TimerPool::<u64>::builder()
         .workers(1)
         .capacity(1)
         .clock(clock.clone())
         .build()
         .unwrap();
-    let blocker = pool
-        .schedule(0, clock.clone_now(), move || {
-            started_tx.send(()).unwrap();
-            release_rx.recv_timeout(BOUND).unwrap();
-        })
-        .unwrap();
-    started_rx.recv_timeout(BOUND).unwrap();
+    let (blocker, release_tx) = block_a_worker(&pool, 0, clock.clone_now());
     let due = pool.schedule(1, clock.clone_now(), || "ran").unwrap();
     assert_eq!(
         pool.schedule(2, clock.clone_now(), || "refused")

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};
-use timerpool::{ManualClock, Outcome, TaskHandle, TimerPool};
+use timerpool::{Due, ManualClock, Outcome, TaskHandle, TimerPool};
 
 /// Generous bound for waits that must finish; a hang fails instead of
 /// blocking CI.
@@ -68,4 +68,25 @@ pub fn shutdown_heard(
         std::thread::yield_now();
     }
     (closer, rx)
+}
+
+/// Schedule under `key`, due `at`, a task that blocks its worker until the
+/// returned sender sends (or is dropped), and return once it runs.
+pub fn block_a_worker(
+    pool: &TimerPool<u64>,
+    key: u64,
+    at: impl Into<Due>,
+) -> (TaskHandle<(), u64>, std::sync::mpsc::Sender<()>) {
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let blocker = pool
+        .schedule(key, at, move || {
+            started_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(BOUND);
+        })
+        .unwrap();
+    started_rx
+        .recv_timeout(BOUND)
+        .expect("the blocking task started");
+    (blocker, release_tx)
 }

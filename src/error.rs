@@ -50,6 +50,21 @@ pub enum Error {
         /// The longest accepted window.
         max: std::time::Duration,
     },
+    /// [`TimerPool::settle`](crate::TimerPool::settle) reached its bound with
+    /// tasks still running or due.
+    NotSettled {
+        /// Tasks running at the bound.
+        running: usize,
+        /// Tasks pending at the bound (some of them due).
+        pending: usize,
+    },
+    /// [`TimerPool::advance_by_steps`](crate::TimerPool::advance_by_steps)
+    /// visited this many due times without reaching its target: a task
+    /// that keeps scheduling work at "now" cannot be stepped past.
+    StepBound {
+        /// The bound it reached.
+        steps: usize,
+    },
     /// The operating system refused to start a worker thread.
     Spawn(String),
     /// A worker's start hook ([`Builder::on_thread_start`](crate::Builder::on_thread_start))
@@ -92,6 +107,13 @@ impl fmt::Display for Error {
                 )
             }
             Error::Spawn(why) => write!(f, "could not start a worker thread: {why}"),
+            Error::NotSettled { running, pending } => write!(
+                f,
+                "not settled: {running} tasks still running, {pending} pending"
+            ),
+            Error::StepBound { steps } => {
+                write!(f, "the clock did not reach its target within {steps} steps")
+            }
             Error::ThreadStart(why) => write!(f, "a worker's start hook panicked: {why}"),
             Error::ShutDown => f.write_str("the pool is shut down and accepts no new tasks"),
             Error::TimeOutOfRange => {

@@ -57,6 +57,8 @@ pub(crate) struct State<K> {
     pub(crate) wakeups: u64,
     /// Tasks (and periodic runs) workers have started.
     pub(crate) started: u64,
+    /// Callers waiting in `settle`.
+    pub(crate) settle_waiters: usize,
 }
 
 impl<K> State<K> {
@@ -89,6 +91,9 @@ pub(crate) struct Shared<K> {
     pub(crate) live: Mutex<usize>,
     /// Notified when a worker exits.
     pub(crate) exited: Condvar,
+    /// Notified, while someone waits to settle, when a worker finds nothing
+    /// due to start.
+    pub(crate) settled: Condvar,
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
 }
@@ -105,6 +110,7 @@ impl<K: Key> Shared<K> {
                 mode: Mode::Running,
                 wakeups: 0,
                 started: 0,
+                settle_waiters: 0,
             }),
             leader_cv: Condvar::new(),
             time: Timeline::new(config.clock.clone()),
@@ -113,6 +119,7 @@ impl<K: Key> Shared<K> {
             counters: Counters::new(config.workers),
             live: Mutex::new(config.workers),
             exited: Condvar::new(),
+            settled: Condvar::new(),
             config,
             anon: AtomicU64::new(0),
             faults,

@@ -130,6 +130,7 @@ fn start_one<K: Key>(shared: &Shared<K>) -> Option<Claimed<K>> {
     loop {
         let Some(entry) = st.heap.pop_due(now.ns) else {
             shared.notify_if_drained(&st);
+            shared.notify_settle(&st);
             let retired = st.heap.take_retired();
             drop(st);
             drop(retired);

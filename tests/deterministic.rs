@@ -1,0 +1,105 @@
+//! Tests for driving timed code deterministically with the manual clock:
+//! settle after an advance, step through every due time on the way, and the
+//! bounds that keep a test from hanging. No sleeps.
+
+mod common;
+use common::*;
+
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use timerpool::{Clock, Error, ManualClock, Repeat, TimerPool};
+
+const SEC: Duration = Duration::from_secs(1);
+
+#[test]
+fn settle_after_an_advance_waits_for_what_fell_due() {
+    let (clock, pool) = manual_pool::<u64>(2);
+    let ran = Arc::new(AtomicU32::new(0));
+    for k in 0..50 {
+        let r = ran.clone();
+        pool.schedule(k, SEC * (k as u32 % 5 + 1), move || {
+            r.fetch_add(1, SeqCst);
+        })
+        .unwrap();
+    }
+    clock.advance(SEC * 3);
+    pool.settle(BOUND).unwrap();
+    assert_eq!(ran.load(SeqCst), 30, "everything due by 3 s, nothing later");
+    assert_eq!(pool.len(), 20);
+}
+
+#[test]
+fn a_ten_second_step_shows_a_one_second_task_all_ten_ticks() {
+    let (clock, pool) = manual_pool::<&str>(1);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (s, c, t0) = (seen.clone(), clock.clone(), clock.now());
+    pool.schedule_repeating("tick", SEC, Repeat::fixed_rate(SEC), move || {
+        s.lock().unwrap().push(c.now() - t0);
+    })
+    .unwrap();
+    let stops = pool.advance_in_steps(&clock, SEC * 10, 100, BOUND).unwrap();
+    assert_eq!(stops, 10);
+    let expected: Vec<_> = (1..=10).map(|k| SEC * k).collect();
+    assert_eq!(*seen.lock().unwrap(), expected, "each tick at its own time");
+}
+
+#[test]
+fn work_a_callback_schedules_inside_the_step_runs_at_its_time() {
+    let (clock, pool) = manual_pool::<u64>(2);
+    let pool = Arc::new(pool);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (weak, s, c, t0): (Weak<TimerPool<u64>>, _, _, Instant) = (
+        Arc::downgrade(&pool),
+        seen.clone(),
+        clock.clone(),
+        clock.now(),
+    );
+    pool.schedule(1, SEC, move || {
+        s.lock().unwrap().push(("first", c.now() - t0));
+        let (s, c) = (s.clone(), c.clone());
+        let pool = weak.upgrade().unwrap();
+        pool.schedule(2, SEC, move || {
+            s.lock().unwrap().push(("follow-up", c.now() - t0))
+        })
+        .unwrap();
+    })
+    .unwrap();
+    pool.advance_in_steps(&clock, SEC * 5, 100, BOUND).unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![("first", SEC), ("follow-up", SEC * 2)]
+    );
+}
+
+#[test]
+fn settle_times_out_on_a_task_that_never_returns() {
+    let (_clock, pool) = manual_pool::<u64>(1);
+    let (blocker, release) = block_a_worker(&pool, 7, Duration::ZERO);
+    let e = pool.settle(Duration::from_millis(50)).unwrap_err();
+    assert_eq!(
+        e,
+        Error::NotSettled {
+            running: 1,
+            pending: 0
+        }
+    );
+    release.send(()).unwrap();
+    pool.settle(BOUND).unwrap();
+    assert_eq!(done(blocker), timerpool::Outcome::Completed(()));
+}
+
+#[test]
+fn a_task_that_keeps_rescheduling_itself_just_ahead_meets_the_step_bound() {
+    let clock = ManualClock::new();
+    let pool = TimerPool::<&str>::builder()
+        .workers(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let every_ns = Repeat::fixed_delay(Duration::from_nanos(1));
+    pool.schedule_repeating("busy", Duration::ZERO, every_ns, || {})
+        .unwrap();
+    let e = pool.advance_in_steps(&clock, SEC, 50, BOUND).unwrap_err();
+    assert_eq!(e, Error::StepBound { steps: 50 });
+}

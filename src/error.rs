@@ -58,7 +58,7 @@ pub enum Error {
         /// Tasks pending at the bound (some of them due).
         pending: usize,
     },
-    /// [`TimerPool::advance_by_steps`](crate::TimerPool::advance_by_steps)
+    /// [`TimerPool::advance_in_steps`](crate::TimerPool::advance_in_steps)
     /// visited this many due times without reaching its target: a task
     /// that keeps scheduling work at "now" cannot be stepped past.
     StepBound {

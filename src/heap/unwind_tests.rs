@@ -287,9 +287,6 @@ impl Model {
 
 /// Run `op` on the heap. `returned` is set as soon as the heap's call
 /// returned: a panic after that is the caller dropping what it returned.
-///
-/// Longer than most functions here on purpose: one short arm per heap
-/// operation, side by side, so each is driven the same way.
 fn run_op(
     heap: &mut Heap,
     stash: &mut Option<Entry<Key, Val>>,
@@ -298,14 +295,6 @@ fn run_op(
     model: &Model,
     returned: &Cell<bool>,
 ) -> Out {
-    let keep = |stash: &mut Option<Entry<Key, Val>>, e: Option<Entry<Key, Val>>| {
-        let out = Out::One(e.as_ref().map(plain));
-        if let Some(e) = e {
-            // The old stash is dropped after the new one is in place.
-            drop(stash.replace(e));
-        }
-        out
-    };
     match *op {
         Op::Insert { id, due } => {
             let r = heap.insert(Key::new(id, val), due, Val(val));
@@ -320,17 +309,52 @@ fn run_op(
                 Err((k, v)) => Out::Refused { id: k.id, val: v.0 },
             }
         }
-        Op::Remove { id } => {
+        Op::Get { id } => {
             // Bound first: it is dropped after the call returned.
             let probe = Key::new(id, u64::MAX);
+            let r = heap.get(&probe);
+            returned.set(true);
+            Out::Get(r)
+        }
+        Op::ContainsKey { id } => {
+            // Bound first: it is dropped after the call returned.
+            let probe = Key::new(id, u64::MAX);
+            let r = heap.contains_key(&probe);
+            returned.set(true);
+            Out::Bool(r)
+        }
+        _ => run_removal(heap, stash, op, model, returned),
+    }
+}
+
+/// [`run_op`] for the operations that take entries out (or put one back).
+fn run_removal(
+    heap: &mut Heap,
+    stash: &mut Option<Entry<Key, Val>>,
+    op: &Op,
+    model: &Model,
+    returned: &Cell<bool>,
+) -> Out {
+    let keep = |stash: &mut Option<Entry<Key, Val>>, e: Option<Entry<Key, Val>>| {
+        let out = Out::One(e.as_ref().map(plain));
+        if let Some(e) = e {
+            // The old stash is dropped after the new one is in place.
+            drop(stash.replace(e));
+        }
+        out
+    };
+    // Bound first: a probe key is dropped after the call returned.
+    let probe = |id| Key::new(id, u64::MAX);
+    match *op {
+        Op::Remove { id } => {
+            let probe = probe(id);
             let r = heap.remove(&probe);
             returned.set(true);
             keep(stash, r)
         }
         Op::RemoveSeq { id, off } => {
             let seq = model.entry(id).map_or(0, |e| e.2) + off;
-            // Bound first: it is dropped after the call returned.
-            let probe = Key::new(id, u64::MAX);
+            let probe = probe(id);
             let r = heap.remove_seq(&probe, seq);
             returned.set(true);
             keep(stash, r)
@@ -371,19 +395,8 @@ fn run_op(
             returned.set(true);
             Out::Many(r.iter().map(plain).collect())
         }
-        Op::Get { id } => {
-            // Bound first: it is dropped after the call returned.
-            let probe = Key::new(id, u64::MAX);
-            let r = heap.get(&probe);
-            returned.set(true);
-            Out::Get(r)
-        }
-        Op::ContainsKey { id } => {
-            // Bound first: it is dropped after the call returned.
-            let probe = Key::new(id, u64::MAX);
-            let r = heap.contains_key(&probe);
-            returned.set(true);
-            Out::Bool(r)
+        Op::Insert { .. } | Op::TryInsert { .. } | Op::Get { .. } | Op::ContainsKey { .. } => {
+            unreachable!("run_op runs these")
         }
     }
 }

@@ -4,7 +4,8 @@
 //! # Ground rules
 //!
 //! - `Shared::state` guards the heap, the exclusive keys' `busy` and `held`
-//!   sets, the mode and the wake-up count. User code
+//!   sets, the mode, the wake-up count, the count of started runs and the
+//!   number of callers waiting to settle. User code
 //!   never runs under it: closures that are replaced, cancelled or shut
 //!   down are dropped after the lock is released, and tasks run on workers
 //!   that hold no pool lock.

@@ -19,6 +19,7 @@
 //! | run a closure once, keyed / keyless | [`TimerPool::schedule`] / [`TimerPool::submit`] | [`TaskHandle`]: wait, cancel, timing |
 //! | the same, nobody waits for the outcome | [`TimerPool::schedule_detached`] / [`TimerPool::submit_detached`] | nothing (counted in [`TimerPool::stats`]) |
 //! | run it periodically ([`Repeat`]: fixed rate or delay, [`MissedTicks`], [`OnPanic`]) | [`TimerPool::schedule_repeating`] / [`TimerPool::submit_repeating`] | [`PeriodicHandle`] |
+//! | run it periodically, the closure picking each next delay ([`Next`]) | [`TimerPool::schedule_dynamic`] / [`TimerPool::submit_dynamic`] | [`PeriodicHandle`] |
 //! | hand over many keyed tasks under one lock | [`TimerPool::schedule_batch`], [`TimerPool::schedule_batch_detached`] | handles, or a count |
 //! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
 //! | move a pending task's deadline, keeping its closure and handle | [`TimerPool::reschedule`] | whether it was pending |
@@ -109,7 +110,7 @@ mod sync;
 pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{
-    Builder, Due, Lateness, MissedTicks, OnPanic, Outcome, PeriodicHandle, Repeat, Stats,
+    Builder, Due, Lateness, MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Repeat, Stats,
     TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};

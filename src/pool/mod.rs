@@ -39,7 +39,7 @@ mod worker;
 pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
-pub use periodic::{MissedTicks, OnPanic, Repeat};
+pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 
@@ -76,6 +76,7 @@ use time::NEVER;
 /// | one-shot, with a [`TaskHandle`] | [`schedule`](Self::schedule) | [`submit`](Self::submit) |
 /// | one-shot, no handle | [`schedule_detached`](Self::schedule_detached) | [`submit_detached`](Self::submit_detached) |
 /// | periodic ([`Repeat`]), with a [`PeriodicHandle`] | [`schedule_repeating`](Self::schedule_repeating) | [`submit_repeating`](Self::submit_repeating) |
+/// | periodic, the closure picks its next delay ([`Next`]) | [`schedule_dynamic`](Self::schedule_dynamic) | [`submit_dynamic`](Self::submit_dynamic) |
 /// | many one-shots under one lock | [`schedule_batch`](Self::schedule_batch), [`schedule_batch_detached`](Self::schedule_batch_detached) | |
 ///
 /// # Examples
@@ -280,7 +281,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     where
         F: FnMut() + Send + 'static,
     {
-        self.add_repeating(TaskKey::Keyed(key), first.into(), repeat, f)
+        self.add_repeating(TaskKey::Keyed(key), first.into(), repeat, on_schedule(f))
     }
 
     /// Keyless [`schedule_repeating`](Self::schedule_repeating).
@@ -296,6 +297,77 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     ) -> Result<PeriodicHandle<K>, Error>
     where
         F: FnMut() + Send + 'static,
+    {
+        self.add_repeating(self.shared.anon_key(), first.into(), repeat, on_schedule(f))
+    }
+
+    /// A periodic task whose closure picks when it runs next: after each
+    /// run, `f` returns [`Next::After`] a delay (counted from the end of the
+    /// run), [`Next::Stop`] (final outcome [`Outcome::Completed`]), or
+    /// [`Next::OnSchedule`] to run as `repeat` says. Otherwise it is a
+    /// periodic task like any other: one [`PeriodicHandle`], the same
+    /// cancel, replace, panic policy and shutdown rules. `repeat` also says
+    /// when it runs after a panic under [`OnPanic::Continue`] and after a
+    /// run skipped as stale, neither of which returns a pick.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_repeating`](Self::schedule_repeating).
+    ///
+    /// # Examples
+    ///
+    /// A retry with doubling delays that stops after its third try:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Clock, ManualClock, Next, Outcome, Repeat, TimerPool};
+    ///
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let mut tries = 0u32;
+    /// let retry = pool.schedule_dynamic(
+    ///     "retry",
+    ///     clock.now(),
+    ///     Repeat::fixed_delay(Duration::from_secs(1)),
+    ///     move || {
+    ///         tries += 1;
+    ///         match tries {
+    ///             3 => Next::Stop,
+    ///             n => Next::After(Duration::from_secs(1 << n)),
+    ///         }
+    ///     },
+    /// )?;
+    /// pool.advance_in_steps(&clock, Duration::from_secs(10), 10, Duration::from_secs(5))?;
+    /// assert_eq!(retry.runs(), 3);
+    /// assert_eq!(retry.wait(), Outcome::Completed(()));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn schedule_dynamic<F>(
+        &self,
+        key: K,
+        first: impl Into<Due>,
+        repeat: Repeat,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() -> Next + Send + 'static,
+    {
+        self.add_repeating(TaskKey::Keyed(key), first.into(), repeat, f)
+    }
+
+    /// Keyless [`schedule_dynamic`](Self::schedule_dynamic).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_repeating`](Self::schedule_repeating).
+    pub fn submit_dynamic<F>(
+        &self,
+        first: impl Into<Due>,
+        repeat: Repeat,
+        f: F,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() -> Next + Send + 'static,
     {
         self.add_repeating(self.shared.anon_key(), first.into(), repeat, f)
     }
@@ -762,7 +834,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         f: F,
     ) -> Result<PeriodicHandle<K>, Error>
     where
-        F: FnMut() + Send + 'static,
+        F: FnMut() -> Next + Send + 'static,
     {
         let checked = repeat
             .every_ns()
@@ -867,5 +939,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         self.shared.counters.refused(1);
         drop_quietly(f);
         e
+    }
+}
+
+/// A fixed-rate or fixed-delay closure as one that always runs on schedule.
+fn on_schedule<F: FnMut() + Send + 'static>(mut f: F) -> impl FnMut() -> Next + Send + 'static {
+    move || {
+        f();
+        Next::OnSchedule
     }
 }

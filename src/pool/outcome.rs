@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 /// How a task ended. Every task the pool accepted gets exactly one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome<T> {
-    /// The task ran and returned this value.
+    /// The task ran and returned this value; for a periodic task, its
+    /// closure returned [`Next::Stop`](crate::Next::Stop).
     Completed(T),
     /// The task ran and panicked with this message (`"<non-string panic
     /// payload>"` when the payload was neither `&str` nor `String`).

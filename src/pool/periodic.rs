@@ -217,6 +217,32 @@ impl PeriodicCtl {
     }
 }
 
+/// What the closure of a dynamic periodic task (see
+/// [`TimerPool::schedule_dynamic`](crate::TimerPool::schedule_dynamic))
+/// returns after each run: when it runs next, or that it is done.
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::Next;
+/// let mut tries = 0;
+/// let mut backoff = move || {
+///     tries += 1;
+///     if tries < 3 { Next::After(Duration::from_millis(100 << tries)) } else { Next::Stop }
+/// };
+/// assert_eq!(backoff(), Next::After(Duration::from_millis(200)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Run again as the task's [`Repeat`] says.
+    OnSchedule,
+    /// Run again this long after this run finished. A delay whose due time
+    /// lies past the clock's range ends the task with
+    /// [`Outcome::Expired`].
+    After(Duration),
+    /// Run no more: the task ends with [`Outcome::Completed`].
+    Stop,
+}
+
 /// What a periodic task does after a run, or a run skipped as stale.
 pub(crate) enum After {
     /// Run again at this due time, in place of the stand-in.
@@ -230,7 +256,8 @@ pub(crate) enum After {
 /// stop with [`Outcome::Expired`]: no tick past the range is clamped into
 /// it (it would run early), and none runs again and again at its end.
 fn after(next: Option<i64>) -> After {
-    match next {
+    // `NEVER` is the stand-ins' "never"; a real entry stays below it.
+    match next.filter(|&n| n < NEVER) {
         Some(due) => After::Again(due),
         None => After::Stop(Outcome::Expired),
     }
@@ -239,8 +266,8 @@ fn after(next: Option<i64>) -> After {
 /// A periodic task between runs: its closure, its policies, and what it
 /// shares with its handle.
 pub(crate) struct PeriodicJob {
-    /// The user's closure.
-    f: Box<dyn FnMut() + Send>,
+    /// The user's closure; it picks when it runs next.
+    f: Box<dyn FnMut() -> Next + Send>,
     /// Shared with the stand-in and the handle.
     ctl: Arc<PeriodicCtl>,
     /// How it repeats.
@@ -252,7 +279,7 @@ pub(crate) struct PeriodicJob {
 impl PeriodicJob {
     /// The task running `f` as `repeat` says, every `every` nanoseconds.
     pub(crate) fn new(
-        f: Box<dyn FnMut() + Send>,
+        f: Box<dyn FnMut() -> Next + Send>,
         ctl: Arc<PeriodicCtl>,
         repeat: Repeat,
         every: i64,
@@ -281,17 +308,29 @@ impl PeriodicJob {
             started: Some(ctx.started),
             finished: Some(end.at),
         });
-        let next = self.next_due(ctx.due, end.ns);
-        let Err(payload) = result else {
-            self.ctl.runs.fetch_add(1, Ordering::Relaxed);
-            return (Ran::Completed, after(next));
+        let payload = match result {
+            Ok(pick) => {
+                self.ctl.runs.fetch_add(1, Ordering::Relaxed);
+                return (Ran::Completed, self.picked(pick, ctx.due, end.ns));
+            }
+            Err(payload) => payload,
         };
+        let next = self.next_due(ctx.due, end.ns);
         let msg = panic_message(payload);
         self.ctl.panics.fetch_add(1, Ordering::Relaxed);
         *self.ctl.last_panic.lock() = Some(msg.clone());
         match self.repeat.on_panic {
             OnPanic::Stop => (Ran::Panicked, After::Stop(Outcome::Panicked(msg))),
             OnPanic::Continue => (Ran::Panicked, after(next)),
+        }
+    }
+
+    /// What follows a run for `due` that ended at `now` and picked `pick`.
+    fn picked(&self, pick: Next, due: i64, now: i64) -> After {
+        match pick {
+            Next::OnSchedule => after(self.next_due(due, now)),
+            Next::After(delay) => after(nanos(delay).and_then(|d| now.checked_add(d))),
+            Next::Stop => After::Stop(Outcome::Completed(())),
         }
     }
 
@@ -347,7 +386,6 @@ impl PeriodicJob {
             },
         };
         self.ctl.missed.fetch_add(missed as u64, Ordering::Relaxed);
-        // `NEVER` is the stand-ins' "never"; a real entry stays below it.
-        next.filter(|&n| n < NEVER)
+        next
     }
 }

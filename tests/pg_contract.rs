@@ -370,9 +370,12 @@ fn sessions_bound_their_statements() {
 #[test]
 fn a_statement_that_keeps_failing_backs_off_and_recovers() {
     let (mut c, q) = queue("t_dropped");
+    // The leader may have claimed before the drop and be waiting: a short
+    // re-check makes it meet the missing tables within 50 ms either way.
     let node = Node::builder(config(), "q")
         .schema("t_dropped")
         .workers(1)
+        .safety_recheck(Duration::from_millis(50))
         .handler("h", |_| Ok(()))
         .start()
         .unwrap();

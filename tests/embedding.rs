@@ -104,3 +104,40 @@ fn running_counts_the_tasks_that_run_now() {
     // A run is counted as ended just after its outcome is delivered.
     eventually("the runs to be counted as ended", || pool.running() == 0);
 }
+
+/// The leader's timed waits end at their deadline: on Linux every worker
+/// thread's timer slack is 1 ns by the time its start hook runs.
+#[cfg(target_os = "linux")]
+#[test]
+fn worker_threads_ask_for_the_tightest_timer_slack() {
+    let slack = Arc::new(Mutex::new(Vec::new()));
+    let seen = slack.clone();
+    let pool = TimerPool::<u64>::builder()
+        .workers(2)
+        .on_thread_start(move || {
+            seen.lock().unwrap().push(own_timer_slack());
+        })
+        .build()
+        .unwrap();
+    pool.shutdown();
+    assert_eq!(
+        *slack.lock().unwrap(),
+        vec!["1".to_string(), "1".to_string()]
+    );
+    assert_ne!(
+        own_timer_slack(),
+        "1",
+        "the caller's own thread is left alone"
+    );
+}
+
+/// The calling thread's timer slack in nanoseconds, as Linux reports it in
+/// `/proc/<tid>/timerslack_ns` (`/proc/thread-self` links to
+/// `<pid>/task/<tid>`).
+#[cfg(target_os = "linux")]
+fn own_timer_slack() -> String {
+    let link = std::fs::read_link("/proc/thread-self").unwrap();
+    let tid = link.file_name().unwrap().to_str().unwrap().to_string();
+    let slack = std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns")).unwrap();
+    slack.trim().to_string()
+}

@@ -4,6 +4,7 @@
 use super::builder::Config;
 use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared};
+use super::time;
 use super::worker;
 use crate::clock::{PoolWaker, Wake};
 use crate::contain::{catch, forget_payload, panic_message, quiet_panics_on_this_thread};
@@ -29,6 +30,7 @@ fn spawn<K: Key>(
         builder = builder.stack_size(bytes);
     }
     builder.spawn(move || {
+        time::tighten_timer_slack();
         if quiet {
             quiet_panics_on_this_thread();
         }

@@ -220,15 +220,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// estimate, at most 1 ms) before the earliest due time, and yields the
     /// remaining microseconds as in [`spin_before_due`](Self::spin_before_due).
     /// Tasks start closer to their due time; they never start before it.
-    /// The cost is the CPU of those short yield loops, spent only while a
-    /// due time is that close: an idle pool, or one whose timers lie further
-    /// apart, sleeps as with a plain timed wait. Due times that follow each
-    /// other closer than the wake-up latency (tens of microseconds on a
-    /// virtual machine) keep the leader yielding from one to the next, up to
-    /// one core for as long as such a stream lasts (`docs/benchmarks.md`
-    /// measures it). Turn it off to trade that CPU for the operating
-    /// system's wake-up latency; for a longer window, use
-    /// [`spin_before_due`](Self::spin_before_due). Default: on.
+    /// The yielding is paid from a budget of a tenth of one core (1 ms of
+    /// yielding earned per 10 ms of real time, at most 2 ms saved up): due
+    /// times that follow each other closer than the wake-up latency use the
+    /// budget up, and then the leader sleeps until each due time itself. An
+    /// idle pool, or one whose timers lie further apart, sleeps as with a
+    /// plain timed wait. Turn it off to spend no CPU on it; for an unbounded
+    /// window, use [`spin_before_due`](Self::spin_before_due). Default: on.
     pub fn adaptive_wake(mut self, on: bool) -> Self {
         self.config.adaptive_wake = on;
         self

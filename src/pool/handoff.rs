@@ -12,7 +12,7 @@
 //! - Exactly one [`Lead`] exists while the pool runs; it is in the channel or
 //!   held by the one leader, who never runs a task while holding it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What travels through the hand-off channel.
 pub(crate) enum Msg {
@@ -76,6 +76,8 @@ impl<T> IntoIterator for Few<T> {
 pub(crate) struct Lead {
     /// How late timed waits return, smoothed.
     latency: WakeLatency,
+    /// What the adaptive early wake may still spend on yielding.
+    budget: YieldBudget,
 }
 
 impl Lead {
@@ -83,7 +85,22 @@ impl Lead {
     pub(crate) fn first() -> Self {
         Lead {
             latency: WakeLatency::default(),
+            budget: YieldBudget::default(),
         }
+    }
+
+    /// Whether the adaptive early wake may yield once more at `now`: it
+    /// earns a tenth of the real time that passes and spends the time its
+    /// yield rounds take, so it costs at most a tenth of a core however
+    /// dense the due times are. Precision mode (`spin_before_due`) asks for
+    /// its window and is not bounded by this.
+    pub(crate) fn may_yield(&mut self, now: Instant) -> bool {
+        self.budget.may_spend(now)
+    }
+
+    /// A yield round that began at `began` ended at `now`: pay for it.
+    pub(crate) fn spent(&mut self, began: Instant, now: Instant) {
+        self.budget.spend(now.saturating_duration_since(began));
     }
 
     /// How much earlier than a due time to end a timed wait.
@@ -109,6 +126,49 @@ impl Lead {
             w.yields = 0;
             w.observe(Duration::ZERO);
         }
+    }
+}
+
+/// The share of real time the adaptive early wake may spend yielding: one
+/// part in `YIELD_SHARE`.
+const YIELD_SHARE: u32 = 10;
+
+/// The most yielding time the budget saves up while none is spent.
+const MAX_SAVED: Duration = Duration::from_millis(2);
+
+/// A token bucket of yielding time: earns `1 / YIELD_SHARE` of the real
+/// time that passes, up to [`MAX_SAVED`].
+#[derive(Debug, Clone, Copy)]
+struct YieldBudget {
+    /// Yielding time saved up.
+    saved: Duration,
+    /// When it was last topped up; `None` before the first look.
+    topped: Option<Instant>,
+}
+
+impl Default for YieldBudget {
+    fn default() -> Self {
+        YieldBudget {
+            saved: MAX_SAVED,
+            topped: None,
+        }
+    }
+}
+
+impl YieldBudget {
+    /// Top up for the time since the last look; true if anything is left.
+    fn may_spend(&mut self, now: Instant) -> bool {
+        if let Some(topped) = self.topped {
+            let earned = now.saturating_duration_since(topped) / YIELD_SHARE;
+            self.saved = (self.saved + earned).min(MAX_SAVED);
+        }
+        self.topped = Some(now);
+        !self.saved.is_zero()
+    }
+
+    /// Pay for `took` of yielding.
+    fn spend(&mut self, took: Duration) {
+        self.saved = self.saved.saturating_sub(took);
     }
 }
 
@@ -183,5 +243,21 @@ mod tests {
             w.observe(Duration::from_secs(1));
         }
         assert_eq!(w.early(), MAX_EARLY);
+    }
+
+    #[test]
+    fn yield_budget_earns_a_tenth_of_real_time_and_runs_dry() {
+        let t0 = Instant::now();
+        let mut b = YieldBudget::default();
+        assert!(b.may_spend(t0));
+        b.spend(MAX_SAVED);
+        assert!(!b.may_spend(t0), "spent");
+        // 1 ms of real time earns 100 µs of yielding.
+        assert!(b.may_spend(t0 + Duration::from_millis(1)));
+        b.spend(Duration::from_micros(100));
+        assert!(!b.may_spend(t0 + Duration::from_millis(1)));
+        // Saving up stops at MAX_SAVED.
+        assert!(b.may_spend(t0 + Duration::from_secs(60)));
+        assert_eq!(b.saved, MAX_SAVED);
     }
 }

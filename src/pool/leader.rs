@@ -110,7 +110,7 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
         if shared.faults.has(Fault::StaleClock) {
             now = first.keep(now);
         }
-        match check(shared, &st, now.ns, &token) {
+        match check(shared, &st, now.ns, &mut token) {
             Step::Exit => {
                 exit(shared, st, token.take());
                 return Led::Stopped;
@@ -119,7 +119,9 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
             Step::Sleep(until) => sleep(shared, &mut st, until, &mut token),
             Step::Yield => {
                 token.yielded();
+                let began = shared.time.real_now();
                 MutexGuard::unlocked(&mut st, thread::yield_now);
+                token.spent(began, shared.time.real_now());
             }
         }
     }
@@ -127,7 +129,7 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
 
 /// Step 2: under the lock, read the mode and the head against `now` (the
 /// pool's clock, read in this critical section) and decide.
-fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &Lead) -> Step {
+fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &mut Lead) -> Step {
     match st.mode {
         Mode::Stopped => return Step::Exit,
         Mode::Draining if shared.drained(st) => return Step::Exit,
@@ -140,10 +142,16 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &Lead) -> S
     let Some(deadline) = head.and_then(|due| shared.time.sleep_deadline(due)) else {
         return Step::Sleep(None); // nothing pending, or a clock moved by hand
     };
+    let real_now = shared.time.real_now();
     match deadline.checked_sub(spin_window(shared, token)) {
-        Some(wake_at) if wake_at > shared.time.real_now() => Step::Sleep(Some(wake_at)),
+        Some(wake_at) if wake_at > real_now => Step::Sleep(Some(wake_at)),
         // Within the window: a yield, not a pure spin, since on a busy
-        // machine the workers that must run the task need that CPU.
+        // machine the workers that must run the task need that CPU. The
+        // adaptive window yields only while its budget lasts; then the
+        // leader waits for the due time itself.
+        _ if deadline > real_now + shared.config.spin_before_due && !token.may_yield(real_now) => {
+            Step::Sleep(Some(deadline))
+        }
         _ => Step::Yield,
     }
 }

@@ -42,6 +42,11 @@ impl<T> Few<T> {
         }
     }
 
+    /// True while there are none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none() && self.all.is_empty()
+    }
+
     /// Add a value at the end.
     pub(crate) fn push(&mut self, value: T) {
         if self.all.is_empty() && self.first.is_none() {

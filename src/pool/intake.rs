@@ -199,6 +199,9 @@ impl<K: Key> Shared<K> {
 
     /// Once the lock is released: tell the replaced tasks, drop the keys.
     fn after_admission(&self, replaced: Few<Task>, keys: Few<TaskKey<K>>) {
+        if replaced.is_empty() && keys.is_empty() {
+            return; // the common case: a new key replaced nothing
+        }
         for old in replaced {
             self.abandon(old, Abandon::Replaced);
         }

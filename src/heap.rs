@@ -244,6 +244,19 @@ pub(crate) struct Probe {
     at: (usize, u64),
 }
 
+impl Probe {
+    /// The 32 bits of the key's hash the index uses (a neighbour that files
+    /// the same keys elsewhere may reuse it rather than hash them again).
+    pub(crate) fn hash(&self) -> u32 {
+        self.hash
+    }
+
+    /// True if the key has an entry.
+    pub(crate) fn found(&self) -> bool {
+        self.slot.is_some()
+    }
+}
+
 /// An indexed min-heap keyed by `K`, ordered by due time then insertion stamp.
 ///
 /// Insert, replace and remove-by-key are O(log n); [`peek`](Self::peek) is O(1).
@@ -514,6 +527,18 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         self.index.insert(hash, slot);
         self.nodes.push(Node { due, seq, slot });
         self.sift_up(pos);
+    }
+
+    /// Issue the next insertion stamp without inserting, for an owner that
+    /// keeps some entries beside the heap in one stamp order with it.
+    pub(crate) fn take_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq - 1
+    }
+
+    /// The earliest entry's due time and stamp. Runs no user code.
+    pub(crate) fn peek_stamp(&self) -> Option<(i64, u64)> {
+        self.nodes.first().map(|n| (n.due, n.seq))
     }
 
     /// Put back an entry taken out earlier, keeping its stamp (so its place

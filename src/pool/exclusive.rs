@@ -12,9 +12,9 @@
 //! - A key is in the heap or held, never both.
 
 use super::fault::{Fault, Faults};
-use super::task::{or_lose, PoolEntry, Task, TaskKey};
+use super::pending::Pending;
+use super::task::{or_lose, PoolEntry, TaskKey};
 use crate::contain::{catch, forget_payload};
-use crate::heap::IndexedHeap;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
@@ -79,11 +79,7 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
     /// The key's `Hash` and `Eq` are user code. If they panic, the key is
     /// found by comparing alone, and a key that cannot be compared is let go
     /// (its held tasks go back too), so that no key stays busy for ever.
-    pub(crate) fn release(
-        &mut self,
-        key: &TaskKey<K>,
-        heap: &mut IndexedHeap<TaskKey<K>, Task>,
-    ) -> Vec<TaskKey<K>> {
+    pub(crate) fn release(&mut self, key: &TaskKey<K>, heap: &mut Pending<K>) -> Vec<TaskKey<K>> {
         let keep_held = self.faults.has(Fault::ExclusiveReleaseKeepsHeld);
         let found = catch(|| {
             let busy = self.busy.take(key);

@@ -65,6 +65,9 @@ impl<K: Key> Shared<K> {
     where
         I: ExactSizeIterator<Item = Arrival<K>>,
     {
+        // Read before the lock: a task due by this reading is due on arrival
+        // and may join the ready lane (`pending.rs`).
+        let now = self.time.now().ns;
         let mut st = self.state.lock();
         if let Some(e) = self.refusal(&st, arrivals.len()) {
             drop(st);
@@ -81,7 +84,7 @@ impl<K: Key> Shared<K> {
             count: 0,
         };
         for (i, arrival) in arrivals.enumerate() {
-            match self.admit_one(&mut st, arrival, &mut out) {
+            match self.admit_one(&mut st, arrival, now, &mut out) {
                 Ok(stamp) => stamped(i, stamp),
                 Err((key, task)) => return self.refuse_at_capacity(st, key, task, out),
             }
@@ -143,6 +146,7 @@ impl<K: Key> Shared<K> {
         &self,
         st: &mut State<K>,
         a: Arrival<K>,
+        now: i64,
         out: &mut Admitted<K>,
     ) -> Result<Stamp, (TaskKey<K>, Task)> {
         // A held task (exclusive keys) is pending too: this replaces it.
@@ -159,7 +163,7 @@ impl<K: Key> Shared<K> {
             a.key
         };
         let limit = self.config.capacity.saturating_sub(st.exclusive.len());
-        let stamp = match st.heap.try_insert(key, a.due, task, limit) {
+        let stamp = match st.heap.try_insert(key, a.due, task, limit, now) {
             Ok(Inserted::New { seq }) => Stamp {
                 seq,
                 replaced: replaced_held,

@@ -7,6 +7,8 @@
 //!   (the loom models' fault list), `stats.rs` (counters);
 //! - `periodic.rs` (policies; a periodic task between runs);
 //! - `task.rs` (the task record: what a heap entry can be);
+//! - `pending.rs` (the pending tasks: the heap, and the ready lane of tasks
+//!   due on arrival beside it);
 //! - `handoff.rs` (what travels through the channel; the lead token),
 //!   `exclusive.rs` (busy and held keys), `builder.rs` (configuration);
 //! - `shared.rs` (the engine's state and lock);
@@ -28,6 +30,7 @@ mod handoff;
 mod intake;
 mod leader;
 mod outcome;
+mod pending;
 mod periodic;
 mod settle;
 mod shared;

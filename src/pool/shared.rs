@@ -22,11 +22,11 @@ use super::exclusive::ExclusiveKeys;
 use super::fault::{Fault, Faults};
 use super::handoff::Msg;
 use super::outcome::Abandon;
+use super::pending::Pending;
 use super::stats::Counters;
 use super::task::{Task, TaskKey};
 use super::time::Timeline;
 use crate::clock::Wake;
-use crate::heap::IndexedHeap;
 use crate::sync::{unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
 use std::hash::Hash;
 
@@ -48,8 +48,9 @@ pub(crate) enum Mode {
 
 /// State behind the pool's one lock.
 pub(crate) struct State<K> {
-    /// Pending tasks, one per key.
-    pub(crate) heap: IndexedHeap<TaskKey<K>, Task>,
+    /// Pending tasks, one per key: the heap and the ready lane beside it
+    /// (`pending.rs`).
+    pub(crate) heap: Pending<K>,
     /// Exclusive keys: keys whose task runs, and due tasks held for them.
     pub(crate) exclusive: ExclusiveKeys<K>,
     /// Running, draining or stopped.
@@ -106,7 +107,7 @@ impl<K: Key> Shared<K> {
         let faults = config.faults;
         Shared {
             state: Mutex::new(State {
-                heap: IndexedHeap::new(),
+                heap: Pending::new(),
                 exclusive: ExclusiveKeys::new(config.exclusive_keys, faults),
                 mode: Mode::Running,
                 wakeups: 0,

@@ -1,0 +1,535 @@
+//! Pending tasks: the heap, ordered by due time and stamp, and beside it the
+//! *ready lane*, a queue of tasks that were already due when they arrived.
+//!
+//! A burst of tasks due on arrival (a backlog the workers have not caught up
+//! with) would otherwise sit in the heap, and every start would pay a full
+//! sift from its root. Such tasks arrive in due order, so a queue keeps them
+//! in order for nothing, and a start takes the earlier of the two heads.
+//! A task in the lane is pending like any other: cancel, replace,
+//! reschedule and `shutdown_now` find it by key, capacity counts it.
+//!
+//! # Ground rules
+//!
+//! - A key is pending in the heap or in the lane, never both (and, with
+//!   exclusive keys, in neither while held).
+//! - The lane takes an arrival only if it is new (pending nowhere), due by a
+//!   reading of the pool's clock taken before the lock, and due no earlier
+//!   than the lane's last entry: so the lane is sorted by (due, stamp), and
+//!   its stamps come from the heap's counter, so one order covers both.
+//! - User code (a key's `Hash` and `Eq`) runs only while looking a key up,
+//!   before anything changes: the lane files keys under the hash the heap
+//!   computed, and a start or removal by position runs none.
+//! - Removing a lane entry leaves a hole; holes at the front are dropped at
+//!   once, so the front is live whenever the lane holds a task. An emptied
+//!   lane gives its buffers up to be freed outside the lock.
+
+use super::task::{PoolEntry, Task, TaskKey};
+use crate::heap::{Entry, IndexedHeap, Inserted, Probe, Retired};
+use hashbrown::HashTable;
+use std::collections::VecDeque;
+use std::hash::Hash;
+
+/// A lane this long or more gives its buffers up when it empties.
+const SHRINK_AT: usize = 1024;
+
+/// Pending tasks, in the heap or the ready lane.
+pub(crate) struct Pending<K> {
+    /// Tasks not yet due when they arrived, and every other pending task.
+    heap: IndexedHeap<TaskKey<K>, Task>,
+    /// Tasks due when they arrived, in arrival order.
+    lane: Lane<K>,
+}
+
+/// Buffers given up, to free once the state lock is released.
+pub(crate) struct Given<K> {
+    /// The heap's.
+    heap: Retired<TaskKey<K>, Task>,
+    /// The lane's queue and index.
+    lane: Option<(Queue<K>, Index)>,
+}
+
+impl<K> Given<K> {
+    /// True when there is nothing to free.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.heap.is_empty() && self.lane.is_none()
+    }
+}
+
+/// A lane entry and the hash it is filed under.
+type Filed<K> = (u64, PoolEntry<K>);
+
+/// The lane's entries in order, with holes where some were removed.
+type Queue<K> = VecDeque<Option<Filed<K>>>;
+
+/// The lane's index: (hash, absolute position) of every live entry.
+type Index = HashTable<(u64, u64)>;
+
+/// The ready lane: a queue with holes, and an index from a key's hash to
+/// its absolute position.
+struct Lane<K> {
+    /// Entries in (due, stamp) order; `None` where one was removed.
+    queue: Queue<K>,
+    /// Absolute position of `queue[0]`.
+    base: u64,
+    /// Where each live entry is.
+    index: Index,
+    /// Live entries.
+    live: usize,
+    /// Due time of the last entry pushed (live or not): a new entry due no
+    /// earlier keeps the order.
+    last_due: i64,
+}
+
+/// The lane's hash of a key, from the heap's 32 bits, spread over 64 (the
+/// table reads its top bits).
+fn spread(probe: &Probe) -> u64 {
+    u64::from(probe.hash()).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+impl<K: Hash + Eq> Lane<K> {
+    fn new() -> Self {
+        Lane {
+            queue: VecDeque::new(),
+            base: 0,
+            index: HashTable::new(),
+            live: 0,
+            last_due: i64::MIN,
+        }
+    }
+
+    /// The live entry at absolute position `pos`.
+    fn at(&self, pos: u64) -> &PoolEntry<K> {
+        let filed = self.queue[(pos - self.base) as usize].as_ref();
+        &filed.expect("a live lane position").1
+    }
+
+    /// Where `key` is, if it is here. Runs the key's `Eq` only.
+    fn find(&self, hash: u64, key: &TaskKey<K>) -> Option<u64> {
+        if self.live == 0 {
+            return None;
+        }
+        let found = self
+            .index
+            .find(hash, |&(h, pos)| h == hash && self.at(pos).key == *key);
+        found.map(|&(_, pos)| pos)
+    }
+
+    /// True if an entry due at `due` would keep the order.
+    fn keeps_order(&self, due: i64) -> bool {
+        self.live == 0 || self.last_due <= due
+    }
+
+    /// The due time and stamp of the first entry. Runs no user code.
+    fn first(&self) -> Option<(i64, u64)> {
+        let filed = self.queue.front()?.as_ref();
+        filed.map(|(_, e)| (e.due, e.seq))
+    }
+
+    /// Append an entry filed under `hash`. Runs no user code.
+    fn push(&mut self, hash: u64, entry: PoolEntry<K>) {
+        let pos = self.base + self.queue.len() as u64;
+        self.last_due = entry.due;
+        self.queue.push_back(Some((hash, entry)));
+        self.index.insert_unique(hash, (hash, pos), |&(h, _)| h);
+        self.live += 1;
+    }
+
+    /// Take the entry at absolute position `pos` out. Runs no user code.
+    fn take(&mut self, pos: u64) -> PoolEntry<K> {
+        let i = (pos - self.base) as usize;
+        let (hash, entry) = self.queue[i].take().expect("a live lane position");
+        if let Ok(found) = self.index.find_entry(hash, |&(_, p)| p == pos) {
+            found.remove();
+        }
+        self.live -= 1;
+        while matches!(self.queue.front(), Some(None)) {
+            self.queue.pop_front();
+            self.base += 1;
+        }
+        entry
+    }
+
+    /// Every live entry, in order, leaving the lane empty.
+    fn drain(&mut self) -> Vec<PoolEntry<K>> {
+        self.index.clear();
+        self.live = 0;
+        self.base += self.queue.len() as u64;
+        self.queue.drain(..).flatten().map(|(_, e)| e).collect()
+    }
+}
+
+impl<K> Pending<K> {
+    /// Pending tasks.
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len() + self.lane.live
+    }
+
+    /// True when nothing is pending.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<K: Hash + Eq> Pending<K> {
+    /// Nothing pending.
+    pub(crate) fn new() -> Self {
+        Pending {
+            heap: IndexedHeap::new(),
+            lane: Lane::new(),
+        }
+    }
+
+    /// The earliest due time and its stamp.
+    fn peek_stamp(&self) -> Option<(i64, u64)> {
+        match (self.heap.peek_stamp(), self.lane.first()) {
+            (Some(h), Some(l)) => Some(h.min(l)),
+            (h, l) => h.or(l),
+        }
+    }
+
+    /// The earliest due time. Runs no user code.
+    pub(crate) fn peek_due(&self) -> Option<i64> {
+        self.peek_stamp().map(|(due, _)| due)
+    }
+
+    /// Take out the earliest task if it is due by `now`. Runs no user code.
+    pub(crate) fn pop_due(&mut self, now: i64) -> Option<PoolEntry<K>> {
+        let lane = self.lane.first().filter(|&(due, _)| due <= now);
+        match (self.heap.peek_stamp(), lane) {
+            (Some(h), Some(l)) if h < l => self.heap.pop_due(now),
+            (_, Some(_)) => Some(self.lane.take(self.lane.base)),
+            _ => self.heap.pop_due(now),
+        }
+    }
+
+    /// Where `key` is in the lane, with the heap's probe for it.
+    fn probe(&self, key: &TaskKey<K>) -> (Probe, Option<u64>) {
+        let probe = self.heap.probe(key);
+        let in_lane = (!probe.found())
+            .then(|| self.lane.find(spread(&probe), key))
+            .flatten();
+        (probe, in_lane)
+    }
+
+    /// Due time and stamp of `key`'s pending task.
+    pub(crate) fn get(&self, key: &TaskKey<K>) -> Option<(i64, u64)> {
+        match self.probe(key) {
+            (_, Some(pos)) => Some((self.lane.at(pos).due, self.lane.at(pos).seq)),
+            (_, None) => self.heap.get(key),
+        }
+    }
+
+    /// True if `key` has a pending task.
+    pub(crate) fn contains_key(&self, key: &TaskKey<K>) -> bool {
+        let (probe, in_lane) = self.probe(key);
+        probe.found() || in_lane.is_some()
+    }
+
+    /// Admit a task (step 6): replace `key`'s pending task, or add a new one
+    /// if fewer than `limit` are pending. The lane takes a new key due by
+    /// `now` that keeps its order; everything else goes into the heap.
+    /// Gives the key and task back at the limit.
+    pub(crate) fn try_insert(
+        &mut self,
+        key: TaskKey<K>,
+        due: i64,
+        task: Task,
+        limit: usize,
+        now: i64,
+    ) -> Result<Inserted<TaskKey<K>, Task>, (TaskKey<K>, Task)> {
+        let (probe, in_lane) = self.probe(&key);
+        if let Some(pos) = in_lane {
+            return Ok(self.replace_in_lane(probe, pos, key, due, task));
+        }
+        let fits = self.len() < limit;
+        if !probe.found() && fits && due <= now && self.lane.keeps_order(due) {
+            let seq = self.heap.take_seq();
+            let entry = Entry {
+                key,
+                due,
+                seq,
+                value: task,
+            };
+            self.lane.push(spread(&probe), entry);
+            return Ok(Inserted::New { seq });
+        }
+        let heap_limit = limit.saturating_sub(self.lane.live);
+        self.heap
+            .try_insert_probed(probe, key, due, task, heap_limit)
+    }
+
+    /// Insert or replace, as the heap does, for tasks put back by a worker.
+    pub(crate) fn insert(
+        &mut self,
+        key: TaskKey<K>,
+        due: i64,
+        task: Task,
+    ) -> Inserted<TaskKey<K>, Task> {
+        match self.probe(&key) {
+            (probe, Some(pos)) => self.replace_in_lane(probe, pos, key, due, task),
+            (probe, None) => {
+                let put = self
+                    .heap
+                    .try_insert_probed(probe, key, due, task, usize::MAX);
+                put.unwrap_or_else(|_| unreachable!("no limit"))
+            }
+        }
+    }
+
+    /// Replace the lane entry at `pos` by a task due at `due`, which goes
+    /// into the heap (it would not keep the lane's order in general).
+    /// `probe` is the heap's for `key`, taken before anything changed, so
+    /// no user code runs once the lane entry is out.
+    fn replace_in_lane(
+        &mut self,
+        probe: Probe,
+        pos: u64,
+        key: TaskKey<K>,
+        due: i64,
+        task: Task,
+    ) -> Inserted<TaskKey<K>, Task> {
+        let old = self.lane.take(pos);
+        let put = self
+            .heap
+            .try_insert_probed(probe, key, due, task, usize::MAX);
+        let Ok(Inserted::New { seq }) = put else {
+            unreachable!("a key in the lane is not in the heap")
+        };
+        Inserted::Replaced {
+            seq,
+            old_due: old.due,
+            old_seq: old.seq,
+            old: old.value,
+            key: old.key,
+        }
+    }
+
+    /// Move `key`'s pending task to `due`, keeping its task and stamp; its
+    /// old due time, or `None` if nothing is pending under it.
+    pub(crate) fn reschedule(&mut self, key: &TaskKey<K>, due: i64) -> Option<i64> {
+        let Some(pos) = self.probe(key).1 else {
+            return self.heap.reschedule(key, due);
+        };
+        let mut entry = self.lane.take(pos);
+        let old = entry.due;
+        entry.due = due;
+        if let Err(entry) = self.heap.restore(entry) {
+            debug_assert!(false, "a key in the lane is not in the heap");
+            drop(entry);
+        }
+        Some(old)
+    }
+
+    /// Put back a task taken out earlier (held for its busy key), keeping its
+    /// stamp; gives it back if its key is pending again.
+    pub(crate) fn restore(&mut self, entry: PoolEntry<K>) -> Result<(), PoolEntry<K>> {
+        if self.probe(&entry.key).1.is_some() {
+            return Err(entry);
+        }
+        self.heap.restore(entry)
+    }
+
+    /// Take out `key`'s pending task.
+    pub(crate) fn remove(&mut self, key: &TaskKey<K>) -> Option<PoolEntry<K>> {
+        match self.probe(key).1 {
+            Some(pos) => Some(self.lane.take(pos)),
+            None => self.heap.remove(key),
+        }
+    }
+
+    /// Take out `key`'s pending task only if its stamp is `seq`.
+    pub(crate) fn remove_seq(&mut self, key: &TaskKey<K>, seq: u64) -> Option<PoolEntry<K>> {
+        match self.probe(key).1 {
+            Some(pos) if self.lane.at(pos).seq == seq => Some(self.lane.take(pos)),
+            Some(_) => None,
+            None => self.heap.remove_seq(key, seq),
+        }
+    }
+
+    /// Take out every task `pred` picks, in no particular order.
+    pub(crate) fn remove_where(
+        &mut self,
+        mut pred: impl FnMut(&Task) -> bool,
+    ) -> Vec<PoolEntry<K>> {
+        let picked: Vec<u64> = (self.lane.queue.iter().zip(self.lane.base..))
+            .filter(|(filed, _)| filed.as_ref().is_some_and(|(_, e)| pred(&e.value)))
+            .map(|(_, pos)| pos)
+            .collect();
+        let mut out = self.heap.remove_where(pred);
+        out.extend(picked.into_iter().map(|pos| self.lane.take(pos)));
+        out
+    }
+
+    /// Take out every pending task, in (due, stamp) order.
+    pub(crate) fn drain(&mut self) -> Vec<PoolEntry<K>> {
+        let mut out = self.heap.drain();
+        if self.lane.live > 0 {
+            out.extend(self.lane.drain());
+            out.sort_by_key(|e| (e.due, e.seq));
+        }
+        out
+    }
+
+    /// Buffers given up since the last call, to free outside the lock.
+    pub(crate) fn take_retired(&mut self) -> Given<K> {
+        let lane = &mut self.lane;
+        let emptied = lane.live == 0 && lane.queue.capacity() >= SHRINK_AT;
+        Given {
+            heap: self.heap.take_retired(),
+            lane: emptied.then(|| {
+                lane.base += lane.queue.len() as u64;
+                (
+                    std::mem::take(&mut lane.queue),
+                    std::mem::take(&mut lane.index),
+                )
+            }),
+        }
+    }
+
+    /// Check the heap's invariants and the lane's: sorted, live count and
+    /// index agree, a live front.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        self.heap.check_invariants()?;
+        let live: Vec<_> = self.lane.queue.iter().flatten().collect();
+        if live.len() != self.lane.live || self.lane.index.len() != self.lane.live {
+            return Err("lane count, queue and index disagree".into());
+        }
+        if live
+            .windows(2)
+            .any(|w| (w[0].1.due, w[0].1.seq) > (w[1].1.due, w[1].1.seq))
+        {
+            return Err("lane out of order".into());
+        }
+        if matches!(self.lane.queue.front(), Some(None)) {
+            return Err("a hole at the lane's front".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::task::Detached;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::HashMap;
+
+    fn task() -> Task {
+        Task::Once(Box::new(Detached::new(|| ())))
+    }
+
+    /// The model: key -> (due, stamp).
+    type Model = HashMap<u64, (i64, u64)>;
+
+    fn earliest_due(model: &Model, now: i64) -> Option<(u64, (i64, u64))> {
+        let due = model.iter().filter(|(_, &(d, _))| d <= now);
+        due.min_by_key(|(_, &stamp)| stamp).map(|(&k, &s)| (k, s))
+    }
+
+    fn stamp_of(r: &Inserted<TaskKey<u64>, Task>) -> u64 {
+        match r {
+            Inserted::New { seq } | Inserted::Replaced { seq, .. } => *seq,
+        }
+    }
+
+    /// One random operation on both; they must agree.
+    fn step(p: &mut Pending<u64>, model: &mut Model, rng: &mut SmallRng, now: &mut i64) {
+        let k = rng.gen_range(0..64u64);
+        let key = TaskKey::Keyed(k);
+        let due = *now + rng.gen_range(-20..20);
+        match rng.gen_range(0..9) {
+            0..=2 => {
+                *now += rng.gen_range(0..3);
+                let limit = 48;
+                let was = model.contains_key(&k);
+                match p.try_insert(key, due, task(), limit, *now) {
+                    Ok(r) => {
+                        assert_eq!(matches!(r, Inserted::Replaced { .. }), was);
+                        model.insert(k, (due, stamp_of(&r)));
+                    }
+                    Err(_) => assert!(!was && model.len() >= limit),
+                }
+            }
+            3 => {
+                let r = p.insert(key, due, task());
+                assert_eq!(
+                    matches!(r, Inserted::Replaced { .. }),
+                    model.contains_key(&k)
+                );
+                model.insert(k, (due, stamp_of(&r)));
+            }
+            4 => assert_eq!(p.remove(&key).map(|e| e.seq), model.remove(&k).map(|s| s.1)),
+            5 => {
+                let seq = model.get(&k).map_or(0, |s| s.1);
+                let got = p.remove_seq(&key, seq).map(|e| e.seq);
+                assert_eq!(got, model.remove(&k).filter(|s| s.1 == seq).map(|s| s.1));
+            }
+            6 => {
+                let old = p.reschedule(&key, due);
+                assert_eq!(old, model.get(&k).map(|s| s.0));
+                if let Some(s) = model.get_mut(&k) {
+                    s.0 = due;
+                }
+            }
+            7 => {
+                let want = earliest_due(model, *now);
+                let got = p.pop_due(*now).map(|e| (e.key, (e.due, e.seq)));
+                assert_eq!(got, want.map(|(k, s)| (TaskKey::Keyed(k), s)));
+                if let Some((k, _)) = want {
+                    model.remove(&k);
+                }
+            }
+            _ => assert_eq!(p.get(&key), model.get(&k).copied()),
+        }
+        assert_eq!(p.len(), model.len());
+        let head = model.values().min().map(|s| s.0);
+        assert_eq!(p.peek_due(), head);
+        p.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn heap_and_lane_behave_as_one_map_ordered_by_due_and_stamp() {
+        for seed in [1, 2, 3, rand::random()] {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let (mut p, mut model, mut now) = (Pending::new(), Model::new(), 0);
+            for _ in 0..20_000 {
+                step(&mut p, &mut model, &mut rng, &mut now);
+            }
+            let drained: Vec<_> = p.drain().iter().map(|e| (e.due, e.seq)).collect();
+            let mut want: Vec<_> = model.values().copied().collect();
+            want.sort();
+            assert_eq!(drained, want, "seed {seed}");
+            assert!(p.is_empty());
+            assert!(p.lane.base > 200, "the lane took part: {}", p.lane.base);
+        }
+    }
+
+    #[test]
+    fn a_due_arrival_in_order_joins_the_lane_and_an_emptied_lane_gives_its_buffers_up() {
+        let mut p = Pending::<u64>::new();
+        for k in 0..SHRINK_AT as u64 {
+            p.try_insert(TaskKey::Keyed(k), k as i64, task(), usize::MAX, 1 << 40)
+                .ok()
+                .unwrap();
+        }
+        assert_eq!(p.lane.live, SHRINK_AT, "all due and in order");
+        assert!(p.take_retired().is_empty(), "a live lane keeps its buffers");
+        while p.pop_due(1 << 40).is_some() {}
+        assert!(!p.take_retired().is_empty());
+        assert_eq!(p.lane.queue.capacity(), 0);
+        // Not due, or out of order: the heap.
+        p.try_insert(TaskKey::Keyed(1), 50, task(), usize::MAX, 10)
+            .ok()
+            .unwrap();
+        p.try_insert(TaskKey::Keyed(2), 5, task(), usize::MAX, 10)
+            .ok()
+            .unwrap();
+        p.try_insert(TaskKey::Keyed(3), 4, task(), usize::MAX, 10)
+            .ok()
+            .unwrap();
+        assert_eq!((p.lane.live, p.heap.len()), (1, 2));
+        p.check_invariants().unwrap();
+    }
+}

@@ -57,6 +57,12 @@ pub enum Error {
         running: usize,
         /// Tasks pending at the bound (some of them due).
         pending: usize,
+        /// The keys of the tasks running at the bound, in their `Debug`
+        /// form (`"<keyless>"` for a keyless task), when the pool was built
+        /// with [`Builder::debug_keys`](crate::Builder::debug_keys); empty
+        /// otherwise. [`TimerPool::running_keys`](crate::TimerPool::running_keys)
+        /// gives the keys themselves.
+        running_keys: Vec<String>,
     },
     /// [`TimerPool::advance_in_steps`](crate::TimerPool::advance_in_steps)
     /// visited this many due times without reaching its target: a task
@@ -107,10 +113,17 @@ impl fmt::Display for Error {
                 )
             }
             Error::Spawn(why) => write!(f, "could not start a worker thread: {why}"),
-            Error::NotSettled { running, pending } => write!(
-                f,
-                "not settled: {running} tasks still running, {pending} pending"
-            ),
+            Error::NotSettled {
+                running,
+                pending,
+                running_keys,
+            } => {
+                write!(f, "not settled: {running} tasks still running")?;
+                if !running_keys.is_empty() {
+                    write!(f, " ({})", running_keys.join(", "))?;
+                }
+                write!(f, ", {pending} pending")
+            }
             Error::StepBound { steps } => {
                 write!(f, "the clock did not reach its target within {steps} steps")
             }

@@ -42,6 +42,8 @@ pub struct Builder<K> {
     expire_after: Option<Duration>,
     /// Everything else, as the pool will keep it.
     config: Config,
+    /// How errors name keys, if they do ([`debug_keys`](Self::debug_keys)).
+    key_names: Option<fn(&K) -> String>,
     /// The key type.
     _key: PhantomData<fn(K)>,
 }
@@ -117,6 +119,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 stack_size: None,
                 faults: Faults::default(),
             },
+            key_names: None,
             _key: PhantomData,
         }
     }
@@ -324,6 +327,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
+    /// How errors name keys: set by [`debug_keys`](Self::debug_keys).
+    pub(crate) fn key_names(&self) -> Option<fn(&K) -> String> {
+        self.key_names
+    }
+
     /// Check the settings and resolve the defaults.
     pub(crate) fn validate(self) -> Result<Config, Error> {
         let workers = self.workers.unwrap_or_else(num_cpus::get);
@@ -358,4 +366,43 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             ..self.config
         })
     }
+}
+
+impl<K: fmt::Debug + Hash + Eq + Clone + Send + 'static> Builder<K> {
+    /// Name keys in errors by their `Debug` form: with it,
+    /// [`Error::NotSettled`] lists the keys still running when
+    /// [`settle`](crate::TimerPool::settle) gives up. Default: `false`
+    /// (the error gives counts only; the key type need not be `Debug`, and
+    /// [`TimerPool::running_keys`](crate::TimerPool::running_keys) still
+    /// gives the keys themselves).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use timerpool::{Error, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).debug_keys(true).build()?;
+    /// let (started, release) = (mpsc::channel(), mpsc::channel::<()>());
+    /// let (tell, wait) = (started.0, release.1);
+    /// pool.schedule("stuck-job", Duration::ZERO, move || {
+    ///     tell.send(()).unwrap();
+    ///     let _ = wait.recv();
+    /// })?;
+    /// started.1.recv().unwrap();
+    /// let e = pool.settle(Duration::from_millis(20)).unwrap_err();
+    /// assert!(matches!(e, Error::NotSettled { running_keys, .. } if running_keys == ["\"stuck-job\""]));
+    /// drop(release.0);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn debug_keys(mut self, on: bool) -> Self {
+        self.key_names = on.then_some(debug_name::<K> as fn(&K) -> String);
+        self
+    }
+}
+
+/// A key's `Debug` form.
+fn debug_name<K: fmt::Debug>(key: &K) -> String {
+    format!("{key:?}")
 }

@@ -29,6 +29,7 @@ mod intake;
 mod leader;
 mod outcome;
 mod periodic;
+mod query;
 mod settle;
 mod shared;
 mod stats;
@@ -128,8 +129,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// operating system refused a thread (the ones already started are
     /// stopped).
     pub fn build(self) -> Result<TimerPool<K>, Error> {
+        let key_names = self.key_names();
         let config = self.validate()?;
-        let shared = Arc::new(Shared::new(config.clone()));
+        let shared = Arc::new(Shared::new(config.clone(), key_names));
         let crew = Crew::start(&shared, &config)?;
         Ok(TimerPool { shared, crew })
     }
@@ -578,7 +580,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// [`Error::NotSettled`] at the bound (a task that never returns, say),
-    /// with the number of tasks still running and pending.
+    /// with the number of tasks still running and pending, and the running
+    /// keys named if the pool was built with
+    /// [`Builder::debug_keys`](crate::Builder::debug_keys).
     ///
     /// # Examples
     ///

@@ -40,6 +40,11 @@ impl<K> ExclusiveKeys<K> {
     pub(crate) fn is_empty(&self) -> bool {
         self.held.is_empty()
     }
+
+    /// The keys of the tasks held (at most one per busy key).
+    pub(crate) fn held_keys(&self) -> impl Iterator<Item = &TaskKey<K>> {
+        self.held.keys()
+    }
 }
 
 impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {

@@ -41,6 +41,7 @@ pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
+pub use query::CancelResult;
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 

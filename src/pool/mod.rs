@@ -30,6 +30,7 @@ mod leader;
 mod outcome;
 mod periodic;
 mod query;
+mod refused;
 mod settle;
 mod shared;
 mod stats;
@@ -42,6 +43,7 @@ pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
 pub use query::CancelResult;
+pub use refused::Refused;
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 

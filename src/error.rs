@@ -71,6 +71,9 @@ pub enum Error {
         /// The bound it reached.
         steps: usize,
     },
+    /// A retry policy ([`Retry`](crate::Retry)) was refused: this says why
+    /// (zero attempts, or a jitter outside `0..=1`).
+    InvalidRetry(&'static str),
     /// The operating system refused to start a worker thread.
     Spawn(String),
     /// A worker's start hook ([`Builder::on_thread_start`](crate::Builder::on_thread_start))
@@ -112,6 +115,7 @@ impl fmt::Display for Error {
                     "spin window {requested:?} is longer than the maximum {max:?}"
                 )
             }
+            Error::InvalidRetry(why) => write!(f, "invalid retry policy: {why}"),
             Error::Spawn(why) => write!(f, "could not start a worker thread: {why}"),
             Error::NotSettled {
                 running,

@@ -111,7 +111,8 @@ pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{
     Builder, CancelResult, Due, Lateness, MissedTicks, Next, OnPanic, Outcome, PeriodicHandle,
-    Refused, Repeat, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
+    Refused, Repeat, Retried, Retry, RetryHandle, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN,
+    MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

@@ -31,6 +31,7 @@ mod outcome;
 mod periodic;
 mod query;
 mod refused;
+mod retry;
 mod settle;
 mod shared;
 mod stats;
@@ -44,6 +45,7 @@ pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
 pub use query::CancelResult;
 pub use refused::Refused;
+pub use retry::{Retried, Retry, RetryHandle};
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 

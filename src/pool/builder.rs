@@ -79,6 +79,8 @@ pub(crate) struct Config {
     pub(crate) adaptive_wake: bool,
     /// Whether panics on the workers bypass the process's panic hook.
     pub(crate) quiet_panics: bool,
+    /// Whether a graceful shutdown lets running work add its follow-ups.
+    pub(crate) drain_follow_ups: bool,
     /// Run on each worker thread as it starts.
     pub(crate) on_start: Option<Hook>,
     /// Run on each worker thread as it stops.
@@ -114,6 +116,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 spin_before_due: Duration::ZERO,
                 adaptive_wake: true,
                 quiet_panics: false,
+                drain_follow_ups: false,
                 on_start: None,
                 on_stop: None,
                 stack_size: None,
@@ -265,6 +268,51 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// ```
     pub fn quiet_panics(mut self, on: bool) -> Self {
         self.config.quiet_panics = on;
+        self
+    }
+
+    /// Let in-flight work finish its own follow-ups during a graceful
+    /// shutdown ([`shutdown`](crate::TimerPool::shutdown),
+    /// [`begin_shutdown`](crate::TimerPool::begin_shutdown),
+    /// [`shutdown_timeout`](crate::TimerPool::shutdown_timeout) before its
+    /// deadline): a scheduling call made on one of the pool's worker
+    /// threads (by a running task: a retry, the next step of a job) is
+    /// admitted and runs at its time, and tasks of
+    /// [`schedule_retrying`](crate::TimerPool::schedule_retrying) keep
+    /// retrying; the workers exit once nothing is pending and nothing runs.
+    /// Calls from any other thread are still refused with
+    /// [`Error::ShutDown`], and `shutdown_now` (or a drop, or
+    /// `shutdown_timeout`'s deadline) still removes everything pending.
+    /// Work that keeps adding follow-ups keeps a plain `shutdown` waiting:
+    /// bound it with `shutdown_timeout`. Default: `false` (during any
+    /// shutdown every new task is refused, a running task's follow-up too,
+    /// and pending retries stop with [`Outcome::Shutdown`](crate::Outcome::Shutdown)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = Arc::new(TimerPool::<u32>::builder().workers(1).drain_follow_ups(true).build()?);
+    /// let steps = Arc::new(Mutex::new(Vec::new()));
+    /// let (p, s) = (Arc::downgrade(&pool), steps.clone());
+    /// pool.schedule(1, Duration::from_millis(5), move || {
+    ///     s.lock().unwrap().push("step one");
+    ///     let s = s.clone();
+    ///     // Scheduled while the pool drains: admitted, it is a follow-up.
+    ///     let next = p.upgrade().unwrap().schedule(2, Duration::ZERO, move || {
+    ///         s.lock().unwrap().push("step two");
+    ///     });
+    ///     assert!(next.is_ok());
+    /// })?;
+    /// pool.shutdown();
+    /// assert_eq!(*steps.lock().unwrap(), ["step one", "step two"]);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn drain_follow_ups(mut self, on: bool) -> Self {
+        self.config.drain_follow_ups = on;
         self
     }
 

@@ -155,12 +155,12 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
         all
     }
 
-    /// Remove every held periodic task.
-    pub(crate) fn drain_periodic(&mut self) -> Vec<PoolEntry<K>> {
+    /// Remove every held task that `stops` says a drain stops.
+    pub(crate) fn drain_periodic(&mut self, stops: impl Fn(&Task) -> bool) -> Vec<PoolEntry<K>> {
         let keys: Vec<_> = self
             .held
             .iter()
-            .filter(|(_, e)| e.value.is_periodic())
+            .filter(|(_, e)| stops(&e.value))
             .map(|(k, _)| k.clone())
             .collect();
         keys.iter().filter_map(|k| self.held.remove(k)).collect()

@@ -151,7 +151,7 @@ impl<K: Key> Shared<K> {
     /// by the heap, so that it may replace a pending key at capacity).
     fn refusal(&self, st: &State<K>, n: usize) -> Option<Error> {
         let capacity = self.config.capacity;
-        if st.mode != Mode::Running {
+        if st.mode != Mode::Running && !self.admits_follow_up(st) {
             Some(Error::ShutDown)
         } else if n > 1 && st.pending().saturating_add(n) > capacity {
             Some(Error::CapacityReached { capacity })

@@ -21,6 +21,7 @@ mod broken;
 mod builder;
 mod cancel;
 mod crew;
+mod drain;
 mod exclusive;
 mod fault;
 mod handle;
@@ -731,8 +732,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// Begin a graceful shutdown and return at once (Java's `shutdown()`):
     /// new work is refused with [`Error::ShutDown`] (a running task's
-    /// follow-up too), pending one-shot tasks still run at their due time,
-    /// periodic tasks stop. Wait for the end with
+    /// follow-up too, unless the pool was built with
+    /// [`Builder::drain_follow_ups`]), pending one-shot tasks still run at
+    /// their due time, periodic tasks stop. Wait for the end with
     /// [`await_termination`](Self::await_termination).
     ///
     /// # Examples
@@ -845,6 +847,21 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     where
         F: FnMut() -> Next + Send + 'static,
     {
+        self.add_periodic(key, first, repeat, f, false)
+    }
+
+    /// A periodic task, or (`retry`) a retried one-shot task run as one.
+    fn add_periodic<F>(
+        &self,
+        key: TaskKey<K>,
+        first: Due,
+        repeat: Repeat,
+        f: F,
+        retry: bool,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() -> Next + Send + 'static,
+    {
         let checked = repeat
             .every_ns()
             .and_then(|every| Ok((every, self.due_ns(first)?)));
@@ -852,10 +869,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             Ok(v) => v,
             Err(e) => return Err(self.refuse(f, e)),
         };
-        let ctl = Arc::new(PeriodicCtl::new(
-            self.shared.time.instant_of(due),
-            self.shared.faults,
-        ));
+        let ctl = PeriodicCtl::new(self.shared.time.instant_of(due), self.shared.faults);
+        let ctl = Arc::new(if retry { ctl.for_retry() } else { ctl });
         let job = PeriodicJob::new(Box::new(f), ctl.clone(), repeat, every);
         let handle_key = key.clone();
         self.admit_single(key, due, Task::Periodic(Box::new(job)), |seq| {

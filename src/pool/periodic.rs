@@ -147,6 +147,9 @@ pub(crate) struct PeriodicCtl {
     last_panic: Mutex<Option<String>>,
     /// Timing of the latest run.
     last_run: Mutex<Option<Timing>>,
+    /// A retried one-shot task (`retry.rs`), not a schedule: with
+    /// `drain_follow_ups` a graceful shutdown lets it finish.
+    retry: bool,
 }
 
 impl PeriodicCtl {
@@ -160,7 +163,19 @@ impl PeriodicCtl {
             missed: AtomicU64::new(0),
             last_panic: Mutex::new(None),
             last_run: Mutex::new(None),
+            retry: false,
         }
+    }
+
+    /// Mark it a retried one-shot task.
+    pub(crate) fn for_retry(mut self) -> Self {
+        self.retry = true;
+        self
+    }
+
+    /// True for a retried one-shot task.
+    pub(crate) fn is_retry(&self) -> bool {
+        self.retry
     }
 
     /// The stamp of the task's current entry (under the pool lock).

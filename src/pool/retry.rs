@@ -291,7 +291,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// made and the last panic's message. A retried task is a dynamic
     /// periodic task underneath: it counts as one in
     /// [`stats`](Self::stats), and a shutdown stops it between attempts
-    /// ([`Outcome::Shutdown`]).
+    /// ([`Outcome::Shutdown`]) unless the pool was built with
+    /// [`Builder::drain_follow_ups`](crate::Builder::drain_follow_ups).
     ///
     /// # Errors
     ///
@@ -380,7 +381,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         let job = attempt(f, retry, SplitMix(seed), attempts.clone());
         // Runs after a stale skip as a fixed delay of the first backoff.
         let repeat = Repeat::fixed_delay(retry.first.max(Duration::from_nanos(1)));
-        let inner = self.add_repeating(key, when, repeat, job)?;
+        let inner = self.add_periodic(key, when, repeat, job, true)?;
         Ok(RetryHandle { inner, attempts })
     }
 }

@@ -27,8 +27,9 @@ use super::task::{Task, TaskKey};
 use super::time::Timeline;
 use crate::clock::Wake;
 use crate::heap::IndexedHeap;
-use crate::sync::{unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
+use crate::sync::{thread, unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
 use std::hash::Hash;
+use std::sync::OnceLock;
 
 /// What the pool needs of a key: the bound of every pool type's methods.
 pub(crate) trait Key: Hash + Eq + Clone + Send + 'static {}
@@ -105,6 +106,9 @@ pub(crate) struct Shared<K> {
     pub(crate) faults: Faults,
     /// How errors name keys ([`Builder::debug_keys`](crate::Builder::debug_keys)).
     pub(crate) key_names: Option<fn(&K) -> String>,
+    /// The worker threads' ids, set once before the first task can start:
+    /// a draining pool admits follow-ups from them (`drain.rs`).
+    pub(crate) worker_ids: OnceLock<Vec<thread::ThreadId>>,
 }
 
 impl<K: Key> Shared<K> {
@@ -135,6 +139,7 @@ impl<K: Key> Shared<K> {
             anon: AtomicU64::new(0),
             faults,
             key_names,
+            worker_ids: OnceLock::new(),
         }
     }
 
@@ -145,9 +150,10 @@ impl<K: Key> Shared<K> {
     }
 
     /// True when the leader may stop: draining or stopped, and nothing
-    /// pending anywhere.
+    /// pending anywhere (nor running, with `drain_follow_ups`: a running
+    /// task may still add its follow-up).
     pub(crate) fn drained(&self, st: &State<K>) -> bool {
-        st.heap.is_empty() && st.exclusive.is_empty()
+        st.heap.is_empty() && st.exclusive.is_empty() && !self.follow_ups_may_come(st)
     }
 
     /// A draining leader waits for the last pending task; when a removal

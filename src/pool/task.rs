@@ -62,6 +62,15 @@ impl Task {
         matches!(self, Task::StandIn(_))
     }
 
+    /// True for a retried one-shot task or its stand-in.
+    pub(crate) fn is_retry(&self) -> bool {
+        match self {
+            Task::Once(_) => false,
+            Task::Periodic(job) => job.ctl().is_retry(),
+            Task::StandIn(ctl) => ctl.is_retry(),
+        }
+    }
+
     /// The shared state of a periodic task or stand-in.
     fn periodic_ctl(&self) -> Option<Arc<PeriodicCtl>> {
         match self {

@@ -151,10 +151,10 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
     let mut st = shared.state.lock();
     loop {
         let Some(entry) = st.heap.pop_due(now.ns) else {
+            let ended = st.running[index].take();
             shared.notify_if_drained(&st);
             shared.notify_settle(&st);
             let retired = st.heap.take_retired();
-            let ended = st.running[index].take();
             drop(st);
             drop(retired);
             drop_key(shared, ended);

@@ -6,6 +6,23 @@ use std::fmt;
 ///
 /// A refused `schedule`/`submit` drops the closure it was given (outside every
 /// lock) and changes nothing else.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{Error, TimerPool};
+/// let pool = TimerPool::<u64>::builder().workers(1).capacity(1).build()?;
+/// pool.schedule(1, Duration::from_secs(60), || ())?;
+/// match pool.schedule(2, Duration::from_secs(60), || ()) {
+///     Err(Error::CapacityReached { capacity }) => assert_eq!(capacity, 1),
+///     other => panic!("{other:?}"),
+/// }
+/// let e = pool.schedule(3, Duration::MAX, || ()).unwrap_err();
+/// assert_eq!(e, Error::TimeOutOfRange);
+/// println!("{e}"); // every error says why
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {

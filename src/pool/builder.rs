@@ -129,6 +129,16 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 
     /// Number of worker threads. Default: `num_cpus::get()`. Zero or more
     /// than [`MAX_WORKERS`] makes [`build`](Self::build) fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::{Error, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(4).build()?;
+    /// assert_eq!(pool.workers(), 4);
+    /// assert_eq!(TimerPool::<u64>::builder().workers(0).build().unwrap_err(), Error::ZeroWorkers);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = Some(n);
         self
@@ -137,6 +147,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// Most tasks pending at once (keyed and keyless together); a new task
     /// beyond it is refused with [`Error::CapacityReached`]. Default:
     /// `u32::MAX`, the most the index can address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Error, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(1).capacity(1).build()?;
+    /// pool.schedule(1, Duration::from_secs(60), || ())?;
+    /// let full = pool.schedule(2, Duration::from_secs(60), || ());
+    /// assert_eq!(full.unwrap_err(), Error::CapacityReached { capacity: 1 });
+    /// pool.schedule(1, Duration::from_secs(90), || ())?; // a replace is allowed
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn capacity(mut self, n: usize) -> Self {
         self.config.capacity = n;
         self
@@ -144,6 +167,17 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 
     /// Prefix of the worker threads' names (`{prefix}-{i}`). Default:
     /// `"timerpool"`. A NUL byte in it makes [`build`](Self::build) fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).thread_name("offers").build()?;
+    /// let name = pool.submit(Duration::ZERO, || std::thread::current().name().map(String::from))?;
+    /// assert_eq!(name.wait().completed().flatten().as_deref(), Some("offers-0"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.config.thread_name = prefix.into();
         self
@@ -151,6 +185,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 
     /// The pool's clock. Default: [`SystemClock`]. Pass a
     /// [`ManualClock`](crate::ManualClock) to drive time by hand in tests.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{ManualClock, TimerPool};
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<u64>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let h = pool.schedule(1, Duration::from_secs(3600), || "an hour later")?;
+    /// clock.advance(Duration::from_secs(3600)); // no waiting
+    /// assert_eq!(h.wait().completed(), Some("an hour later"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.config.clock = Arc::new(clock);
         self
@@ -162,6 +209,30 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// holding up any worker. For callbacks that are not safe to run twice at
     /// once. Default: `false` (a key's next task may start while the previous
     /// one runs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(2).exclusive_keys(true).build()?;
+    /// let (started, release) = (mpsc::channel(), mpsc::channel::<()>());
+    /// let (tell, wait) = (started.0, release.1);
+    /// let first = pool.schedule("account-9", Duration::ZERO, move || {
+    ///     tell.send(()).unwrap();
+    ///     let _ = wait.recv();
+    /// })?;
+    /// started.1.recv().unwrap();
+    /// // Due now, a worker is free, but its key is busy: it waits, pending.
+    /// let second = pool.schedule("account-9", Duration::ZERO, || "after the first")?;
+    /// assert!(pool.is_pending(&"account-9") && !second.is_finished());
+    /// drop(release.0);
+    /// assert_eq!(first.wait(), Outcome::Completed(()));
+    /// assert_eq!(second.wait(), Outcome::Completed("after the first"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn exclusive_keys(mut self, on: bool) -> Self {
         self.config.exclusive_keys = on;
         self
@@ -235,6 +306,16 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// measures it). Turn it off to trade that CPU for the operating
     /// system's wake-up latency; for a longer window, use
     /// [`spin_before_due`](Self::spin_before_due). Default: on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// // Trade a little lateness for no yield loops at all.
+    /// let pool = TimerPool::<u64>::builder().adaptive_wake(false).build()?;
+    /// # drop(pool);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn adaptive_wake(mut self, on: bool) -> Self {
         self.config.adaptive_wake = on;
         self
@@ -349,6 +430,26 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// last task. A panic in it is contained (counted in
     /// [`Stats::contained_panics`](crate::Stats::contained_panics)); the
     /// shutdown still completes. Default: none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use timerpool::TimerPool;
+    ///
+    /// let stopped = Arc::new(AtomicUsize::new(0));
+    /// let s = stopped.clone();
+    /// let pool = TimerPool::<u64>::builder()
+    ///     .workers(2)
+    ///     .on_thread_stop(move || {
+    ///         s.fetch_add(1, Ordering::SeqCst);
+    ///     })
+    ///     .build()?;
+    /// pool.shutdown();
+    /// assert_eq!(stopped.load(Ordering::SeqCst), 2);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn on_thread_stop(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
         self.config.on_stop = Some(Hook(Arc::new(hook)));
         self
@@ -356,6 +457,15 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 
     /// The stack size of the worker threads, in bytes. Default: the
     /// platform's (`std::thread`'s default, 2 MiB on most).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).stack_size(256 * 1024).build()?;
+    /// # drop(pool);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.config.stack_size = Some(bytes);
         self

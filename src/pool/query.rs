@@ -52,6 +52,17 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// [`running_keys`](Self::running_keys) counts it). Reads one slot per
     /// worker under the lock; clones nothing. A key may be running and
     /// pending at once (its next task waits, or a periodic task's run).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// pool.schedule("later", Duration::from_secs(60), || ())?;
+    /// assert!(!pool.is_running(&"later"), "pending, not running");
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn is_running(&self, key: &K) -> bool {
         let st = self.shared.state.lock();
         st.running.iter().flatten().any(|k| k.keyed() == Some(key))
@@ -91,6 +102,14 @@ pub enum CancelResult {
 impl CancelResult {
     /// True for [`Cancelled`](Self::Cancelled), what
     /// [`TimerPool::cancel`] returns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::CancelResult;
+    /// assert!(CancelResult::Cancelled.cancelled());
+    /// assert!(!CancelResult::Running.cancelled());
+    /// ```
     pub fn cancelled(self) -> bool {
         self == CancelResult::Cancelled
     }
@@ -104,6 +123,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// [`cancel`](Self::cancel), telling apart "was pending, now
     /// cancelled", "already started and running" and "no such key", all
     /// read in the one critical section that cancels.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{CancelResult, TimerPool};
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// pool.schedule("lease", Duration::from_secs(60), || ())?;
+    /// assert_eq!(pool.cancel_result(&"lease"), CancelResult::Cancelled);
+    /// assert_eq!(pool.cancel_result(&"never-scheduled"), CancelResult::Absent);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn cancel_result(&self, key: &K) -> CancelResult {
         let key = TaskKey::Keyed(key.clone());
         let (removed, running, retired) = {

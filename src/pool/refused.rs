@@ -58,6 +58,18 @@ impl<F> Refused<F> {
     }
 
     /// The error and the closure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Error, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// pool.shutdown();
+    /// let (error, job) = pool.try_schedule(1, Duration::ZERO, || "job").unwrap_err().into_parts();
+    /// assert_eq!((error, job()), (Error::ShutDown, "job"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn into_parts(self) -> (Error, F) {
         (self.error, self.task)
     }
@@ -92,6 +104,22 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// As [`schedule`](Self::schedule), in a [`Refused`] holding `f`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    /// let primary = TimerPool::<u64>::builder().workers(1).capacity(1).build()?;
+    /// let overflow = TimerPool::<u64>::builder().workers(1).build()?;
+    /// primary.schedule(1, Duration::from_secs(60), || 1)?;
+    /// let h = match primary.try_schedule(2, Duration::ZERO, || 2) {
+    ///     Ok(h) => h,
+    ///     Err(refused) => overflow.schedule(2, Duration::ZERO, refused.into_inner())?,
+    /// };
+    /// assert_eq!(h.wait(), Outcome::Completed(2));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn try_schedule<F, T>(
         &self,
         key: K,
@@ -142,6 +170,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// As [`schedule`](Self::schedule), in a [`Refused`] holding `f`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Error, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// pool.begin_shutdown();
+    /// let refused = pool.try_schedule_detached(1, Duration::ZERO, || ()).unwrap_err();
+    /// assert_eq!(refused.error(), &Error::ShutDown);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn try_schedule_detached<F>(
         &self,
         key: K,

@@ -93,6 +93,15 @@ impl Retry {
 
     /// Seed the jitter, so that a test sees the same delays every time.
     /// Default: a random seed per task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::Retry;
+    /// let repeatable = Retry::fixed(4, Duration::from_secs(1)).jitter(0.3).jitter_seed(42);
+    /// # let _ = repeatable;
+    /// ```
     pub fn jitter_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -104,6 +113,16 @@ impl Retry {
     }
 
     /// The delay after the `failed`-th failed attempt, before jitter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::Retry;
+    /// let policy = Retry::exponential(10, Duration::from_secs(1), Duration::from_secs(5));
+    /// let delays: Vec<u64> = (1..=4).map(|n| policy.backoff(n).as_secs()).collect();
+    /// assert_eq!(delays, [1, 2, 4, 5]);
+    /// ```
     pub fn backoff(&self, failed: u32) -> Duration {
         if !self.exponential {
             return self.first;
@@ -202,6 +221,24 @@ pub struct Retried<T> {
 }
 
 /// The handle of a retried task ([`TimerPool::schedule_retrying`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{ManualClock, Outcome, Retry, TimerPool};
+/// let clock = ManualClock::new();
+/// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).quiet_panics(true).build()?;
+/// let h = pool.schedule_retrying("sync", Duration::ZERO, Retry::fixed(5, Duration::from_secs(60)), || -> () {
+///     panic!("remote down")
+/// })?;
+/// pool.settle(Duration::from_secs(10))?;
+/// assert_eq!((h.attempts(), h.is_finished(), h.key()), (1, false, Some(&"sync")));
+/// assert!(h.cancel()); // stop retrying
+/// let done = h.wait();
+/// assert_eq!((done.outcome, done.attempts), (Outcome::Cancelled, 1));
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 pub struct RetryHandle<T, K> {
     /// The periodic task the retries run as.
     inner: PeriodicHandle<K>,
@@ -337,6 +374,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// As [`schedule_retrying`](Self::schedule_retrying).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, Retry, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.submit_retrying(Duration::ZERO, Retry::fixed(3, Duration::from_millis(1)), || "first try")?;
+    /// let done = h.wait_timeout(Duration::from_secs(10)).unwrap();
+    /// assert_eq!((done.outcome, done.attempts), (Outcome::Completed("first try"), 1));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn submit_retrying<F, T>(
         &self,
         when: impl Into<Due>,

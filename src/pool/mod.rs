@@ -885,6 +885,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// use timerpool::TimerPool;
     /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
     /// pool.submit(Duration::ZERO, || ())?.wait();
+    /// pool.settle(Duration::from_secs(10))?; // the counters follow the outcome
     /// assert_eq!(pool.stats().completed, 1);
     /// # Ok::<(), timerpool::Error>(())
     /// ```

@@ -26,6 +26,7 @@ const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
 /// pool.schedule(1, Duration::from_secs(60), || ())?;
 /// pool.cancel(&1);
 /// pool.submit(Duration::ZERO, || ())?.wait();
+/// pool.settle(Duration::from_secs(10))?; // the counters follow the outcome
 /// let s = pool.stats();
 /// assert_eq!((s.scheduled, s.completed, s.cancelled, s.pending), (2, 1, 1, 0));
 /// assert_eq!(s.lateness.count, 1);
@@ -84,6 +85,7 @@ pub struct Stats {
 ///
 /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
 /// pool.submit(Duration::ZERO, || ())?.wait();
+/// pool.settle(Duration::from_secs(10))?; // the counters follow the outcome
 /// let late = pool.stats().lateness;
 /// assert_eq!(late.count, 1);
 /// assert!(late.p50 <= late.p99 && late.p99 <= late.max);

@@ -327,7 +327,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// task. The handle's [`Retried`] carries the outcome, the attempts
     /// made and the last panic's message. A retried task is a dynamic
     /// periodic task underneath: it counts as one in
-    /// [`stats`](Self::stats), and a shutdown stops it between attempts
+    /// [`stats`](Self::stats) (each attempt a periodic run; a panicking
+    /// attempt is caught by the retry, so it shows in [`Retried`], the
+    /// periodic panic counters stay at zero, and it still goes through the
+    /// process's panic hook unless the pool has
+    /// [`quiet_panics`](crate::Builder::quiet_panics)). After a run skipped
+    /// as stale ([`expire_after`](crate::Builder::expire_after)) it tries
+    /// again after the first backoff. A shutdown stops it between attempts
     /// ([`Outcome::Shutdown`]) unless the pool was built with
     /// [`Builder::drain_follow_ups`](crate::Builder::drain_follow_ups).
     ///

@@ -114,6 +114,15 @@ struct ManualInner {
 impl ManualClock {
     /// A clock standing at the current instant, moving only by
     /// [`advance`](Self::advance).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::{Clock, ManualClock};
+    /// let clock = ManualClock::new();
+    /// let t0 = clock.now();
+    /// assert_eq!(clock.now(), t0, "it moves only by hand");
+    /// ```
     pub fn new() -> Self {
         ManualClock(Arc::new(ManualInner {
             base: Instant::now(),
@@ -125,6 +134,17 @@ impl ManualClock {
     /// Move the clock forward by `by` and wake every pool built on it.
     /// Saturates instead of overflowing: an advance past the largest
     /// representable instant leaves the clock at that instant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Clock, ManualClock};
+    /// let clock = ManualClock::new();
+    /// let t0 = clock.now();
+    /// clock.advance(Duration::from_secs(2));
+    /// assert_eq!(clock.now() - t0, Duration::from_secs(2));
+    /// ```
     pub fn advance(&self, by: Duration) {
         {
             let mut offset = self.0.offset.lock();
@@ -149,6 +169,16 @@ impl ManualClock {
     }
 
     /// How far the clock has moved since it was made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::ManualClock;
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_millis(1500));
+    /// assert_eq!(clock.elapsed(), Duration::from_millis(1500));
+    /// ```
     pub fn elapsed(&self) -> Duration {
         *self.0.offset.lock()
     }

@@ -6,6 +6,23 @@ use std::fmt;
 ///
 /// A refused `schedule`/`submit` drops the closure it was given (outside every
 /// lock) and changes nothing else.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{Error, TimerPool};
+/// let pool = TimerPool::<u64>::builder().workers(1).capacity(1).build()?;
+/// pool.schedule(1, Duration::from_secs(60), || ())?;
+/// match pool.schedule(2, Duration::from_secs(60), || ()) {
+///     Err(Error::CapacityReached { capacity }) => assert_eq!(capacity, 1),
+///     other => panic!("{other:?}"),
+/// }
+/// let e = pool.schedule(3, Duration::MAX, || ()).unwrap_err();
+/// assert_eq!(e, Error::TimeOutOfRange);
+/// println!("{e}"); // every error says why
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -57,6 +74,12 @@ pub enum Error {
         running: usize,
         /// Tasks pending at the bound (some of them due).
         pending: usize,
+        /// The keys of the tasks running at the bound, in their `Debug`
+        /// form (`"<keyless>"` for a keyless task), when the pool was built
+        /// with [`Builder::debug_keys`](crate::Builder::debug_keys); empty
+        /// otherwise. [`TimerPool::running_keys`](crate::TimerPool::running_keys)
+        /// gives the keys themselves.
+        running_keys: Vec<String>,
     },
     /// [`TimerPool::advance_in_steps`](crate::TimerPool::advance_in_steps)
     /// visited this many due times without reaching its target: a task
@@ -65,6 +88,9 @@ pub enum Error {
         /// The bound it reached.
         steps: usize,
     },
+    /// A retry policy ([`Retry`](crate::Retry)) was refused: this says why
+    /// (zero attempts, or a jitter outside `0..=1`).
+    InvalidRetry(&'static str),
     /// The operating system refused to start a worker thread.
     Spawn(String),
     /// A worker's start hook ([`Builder::on_thread_start`](crate::Builder::on_thread_start))
@@ -106,11 +132,19 @@ impl fmt::Display for Error {
                     "spin window {requested:?} is longer than the maximum {max:?}"
                 )
             }
+            Error::InvalidRetry(why) => write!(f, "invalid retry policy: {why}"),
             Error::Spawn(why) => write!(f, "could not start a worker thread: {why}"),
-            Error::NotSettled { running, pending } => write!(
-                f,
-                "not settled: {running} tasks still running, {pending} pending"
-            ),
+            Error::NotSettled {
+                running,
+                pending,
+                running_keys,
+            } => {
+                write!(f, "not settled: {running} tasks still running")?;
+                if !running_keys.is_empty() {
+                    write!(f, " ({})", running_keys.join(", "))?;
+                }
+                write!(f, ", {pending} pending")
+            }
             Error::StepBound { steps } => {
                 write!(f, "the clock did not reach its target within {steps} steps")
             }

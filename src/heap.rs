@@ -329,6 +329,14 @@ impl<K, V, S> IndexedHeap<K, V, S> {
     pub fn peek_due(&self) -> Option<i64> {
         self.nodes.first().map(|n| n.due)
     }
+
+    /// The key and payload in slot `slot` (slots are numbered `0..len`, in
+    /// no order), for a walk in chunks. A removal moves only the last slot,
+    /// into the removed one's number, and an insertion appends: so a walk
+    /// from the last number down misses no entry present throughout.
+    pub(crate) fn slot_entry(&self, slot: usize) -> Option<(&K, &V)> {
+        self.slots.get(slot).map(|s| (&s.key, &s.value))
+    }
 }
 
 impl<K: Hash + Eq, V> Default for IndexedHeap<K, V> {

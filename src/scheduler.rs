@@ -27,6 +27,16 @@ use std::time::Duration;
 type Task = Box<dyn FnOnce() + Send + 'static>;
 
 /// What [`Scheduler::schedule`] did.
+///
+/// # Examples
+///
+/// ```
+/// use timerpool::{Scheduled, Scheduler};
+/// let s = Scheduler::new(8)?;
+/// assert_eq!(s.schedule("k", 10, || ())?, Scheduled::Inserted);
+/// assert_eq!(s.schedule("k", 20, || ())?, Scheduled::Replaced);
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheduled {
     /// The key was not pending; a new task was added.
@@ -151,6 +161,16 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// `task` and `key` are dropped after the lock is released. A panic
     /// while dropping the replaced callback or `key` propagates after the
     /// replace took effect.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::{Error, Scheduler};
+    /// let s = Scheduler::new(1)?;
+    /// s.schedule(1u32, 100, || println!("due at 100"))?;
+    /// assert_eq!(s.schedule(2, 50, || ()).unwrap_err(), Error::CapacityReached { capacity: 1 });
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn schedule<F>(&self, key: K, due: i64, task: F) -> Result<Scheduled, Error>
     where
         F: FnOnce() + Send + 'static,
@@ -201,6 +221,17 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// A panic in the key's `Hash` or `Eq` propagates; nothing changed. A
     /// panic while dropping the cancelled closure or its key propagates
     /// after the cancel took effect.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Scheduler;
+    /// let s = Scheduler::new(8)?;
+    /// s.schedule("k", 10, || unreachable!("cancelled"))?;
+    /// assert!(s.cancel(&"k"));
+    /// assert_eq!(s.run_due(100), 0);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn cancel(&self, key: &K) -> bool {
         let (removed, retired) = {
             let mut st = self.state.lock();
@@ -223,16 +254,48 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     }
 
     /// The earliest pending due time, in O(1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Scheduler;
+    /// let s = Scheduler::new(8)?;
+    /// assert_eq!(s.next(), None);
+    /// s.schedule("late", 30, || ())?;
+    /// s.schedule("early", 10, || ())?;
+    /// assert_eq!(s.next(), Some(10));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn next(&self) -> Option<i64> {
         self.state.lock().heap.peek_due()
     }
 
     /// Number of pending tasks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Scheduler;
+    /// let s = Scheduler::new(8)?;
+    /// s.schedule(1u8, 10, || ())?;
+    /// s.schedule(1u8, 20, || ())?; // a replace
+    /// assert_eq!(s.len(), 1);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.state.lock().heap.len()
     }
 
     /// True when nothing is pending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Scheduler;
+    /// let s = Scheduler::<u8>::new(8)?;
+    /// assert!(s.is_empty());
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -257,6 +320,19 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// the `Ord` is not a total order), this snapshot runs in due-time
     /// order, ties in the order they were scheduled. See
     /// [Panics in user code](Self#panics-in-user-code).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Scheduler;
+    /// let s = Scheduler::new(8)?;
+    /// for (k, due) in [(1u8, 5), (2, 15), (3, 10)] {
+    ///     s.schedule(k, due, || ())?;
+    /// }
+    /// assert_eq!(s.run_due(10), 2); // 1 and 3
+    /// assert_eq!(s.next(), Some(15));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn run_due(&self, now: i64) -> usize {
         let mut batch = Vec::new();
         let retired = {
@@ -339,6 +415,23 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
 
     /// Make the running [`run`](Self::run) return after its current step (or
     /// the next call to `run` return at once, if none is running).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, Instant};
+    /// use timerpool::Scheduler;
+    /// let s = Arc::new(Scheduler::<u8>::new(8)?);
+    /// let start = Instant::now();
+    /// let driver = {
+    ///     let s = s.clone();
+    ///     std::thread::spawn(move || s.run(move || start.elapsed().as_millis() as i64, Duration::from_millis(1)))
+    /// };
+    /// s.stop(); // run returns, now or as soon as it starts
+    /// driver.join().unwrap()?;
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn stop(&self) {
         let mut st = self.state.lock();
         st.stop = true;

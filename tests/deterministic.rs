@@ -81,9 +81,11 @@ fn settle_times_out_on_a_task_that_never_returns() {
         e,
         Error::NotSettled {
             running: 1,
-            pending: 0
+            pending: 0,
+            running_keys: Vec::new(),
         }
     );
+    assert_eq!(pool.running_keys(), vec![7], "the typed accessor names it");
     release.send(()).unwrap();
     pool.settle(BOUND).unwrap();
     assert_eq!(done(blocker), timerpool::Outcome::Completed(()));
@@ -102,4 +104,40 @@ fn a_task_that_keeps_rescheduling_itself_just_ahead_meets_the_step_bound() {
         .unwrap();
     let e = pool.advance_in_steps(&clock, SEC, 50, BOUND).unwrap_err();
     assert_eq!(e, Error::StepBound { steps: 50 });
+}
+
+#[test]
+fn settle_timing_out_on_a_blocked_task_names_its_key() {
+    let clock = ManualClock::new();
+    let pool = TimerPool::<u64>::builder()
+        .workers(2)
+        .clock(clock.clone())
+        .debug_keys(true)
+        .build()
+        .unwrap();
+    let (blocker, release) = block_a_worker(&pool, 7, Duration::ZERO);
+    let other = pool.schedule(8, SEC, || ()).unwrap();
+    clock.advance(SEC);
+    assert_eq!(done(other), timerpool::Outcome::Completed(()));
+    eventually("8's worker let its key go", || !pool.is_running(&8));
+    let e = pool.settle(Duration::from_millis(50)).unwrap_err();
+    let Error::NotSettled {
+        running,
+        pending,
+        running_keys,
+    } = &e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!((*running, *pending), (1, 0), "8 ran on the other worker");
+    assert_eq!(running_keys, &["7"]);
+    assert_eq!(
+        e.to_string(),
+        "not settled: 1 tasks still running (7), 0 pending"
+    );
+    assert!(pool.is_running(&7));
+    release.send(()).unwrap();
+    pool.settle(BOUND).unwrap();
+    assert!(pool.running_keys().is_empty() && !pool.is_running(&7));
+    assert_eq!(done(blocker), timerpool::Outcome::Completed(()));
 }

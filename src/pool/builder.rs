@@ -42,6 +42,8 @@ pub struct Builder<K> {
     expire_after: Option<Duration>,
     /// Everything else, as the pool will keep it.
     config: Config,
+    /// How errors name keys, if they do ([`debug_keys`](Self::debug_keys)).
+    key_names: Option<fn(&K) -> String>,
     /// The key type.
     _key: PhantomData<fn(K)>,
 }
@@ -77,6 +79,8 @@ pub(crate) struct Config {
     pub(crate) adaptive_wake: bool,
     /// Whether panics on the workers bypass the process's panic hook.
     pub(crate) quiet_panics: bool,
+    /// Whether a graceful shutdown lets running work add its follow-ups.
+    pub(crate) drain_follow_ups: bool,
     /// Run on each worker thread as it starts.
     pub(crate) on_start: Option<Hook>,
     /// Run on each worker thread as it stops.
@@ -112,17 +116,29 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 spin_before_due: Duration::ZERO,
                 adaptive_wake: true,
                 quiet_panics: false,
+                drain_follow_ups: false,
                 on_start: None,
                 on_stop: None,
                 stack_size: None,
                 faults: Faults::default(),
             },
+            key_names: None,
             _key: PhantomData,
         }
     }
 
     /// Number of worker threads. Default: `num_cpus::get()`. Zero or more
     /// than [`MAX_WORKERS`] makes [`build`](Self::build) fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::{Error, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(4).build()?;
+    /// assert_eq!(pool.workers(), 4);
+    /// assert_eq!(TimerPool::<u64>::builder().workers(0).build().unwrap_err(), Error::ZeroWorkers);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = Some(n);
         self
@@ -131,6 +147,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// Most tasks pending at once (keyed and keyless together); a new task
     /// beyond it is refused with [`Error::CapacityReached`]. Default:
     /// `u32::MAX`, the most the index can address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Error, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(1).capacity(1).build()?;
+    /// pool.schedule(1, Duration::from_secs(60), || ())?;
+    /// let full = pool.schedule(2, Duration::from_secs(60), || ());
+    /// assert_eq!(full.unwrap_err(), Error::CapacityReached { capacity: 1 });
+    /// pool.schedule(1, Duration::from_secs(90), || ())?; // a replace is allowed
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn capacity(mut self, n: usize) -> Self {
         self.config.capacity = n;
         self
@@ -138,6 +167,17 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 
     /// Prefix of the worker threads' names (`{prefix}-{i}`). Default:
     /// `"timerpool"`. A NUL byte in it makes [`build`](Self::build) fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).thread_name("offers").build()?;
+    /// let name = pool.submit(Duration::ZERO, || std::thread::current().name().map(String::from))?;
+    /// assert_eq!(name.wait().completed().flatten().as_deref(), Some("offers-0"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.config.thread_name = prefix.into();
         self
@@ -145,6 +185,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 
     /// The pool's clock. Default: [`SystemClock`]. Pass a
     /// [`ManualClock`](crate::ManualClock) to drive time by hand in tests.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{ManualClock, TimerPool};
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<u64>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let h = pool.schedule(1, Duration::from_secs(3600), || "an hour later")?;
+    /// clock.advance(Duration::from_secs(3600)); // no waiting
+    /// assert_eq!(h.wait().completed(), Some("an hour later"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.config.clock = Arc::new(clock);
         self
@@ -156,6 +209,30 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// holding up any worker. For callbacks that are not safe to run twice at
     /// once. Default: `false` (a key's next task may start while the previous
     /// one runs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(2).exclusive_keys(true).build()?;
+    /// let (started, release) = (mpsc::channel(), mpsc::channel::<()>());
+    /// let (tell, wait) = (started.0, release.1);
+    /// let first = pool.schedule("account-9", Duration::ZERO, move || {
+    ///     tell.send(()).unwrap();
+    ///     let _ = wait.recv();
+    /// })?;
+    /// started.1.recv().unwrap();
+    /// // Due now, a worker is free, but its key is busy: it waits, pending.
+    /// let second = pool.schedule("account-9", Duration::ZERO, || "after the first")?;
+    /// assert!(pool.is_pending(&"account-9") && !second.is_finished());
+    /// drop(release.0);
+    /// assert_eq!(first.wait(), Outcome::Completed(()));
+    /// assert_eq!(second.wait(), Outcome::Completed("after the first"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn exclusive_keys(mut self, on: bool) -> Self {
         self.config.exclusive_keys = on;
         self
@@ -227,6 +304,16 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// idle pool, or one whose timers lie further apart, sleeps as with a
     /// plain timed wait. Turn it off to spend no CPU on it; for an unbounded
     /// window, use [`spin_before_due`](Self::spin_before_due). Default: on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// // Trade a little lateness for no yield loops at all.
+    /// let pool = TimerPool::<u64>::builder().adaptive_wake(false).build()?;
+    /// # drop(pool);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn adaptive_wake(mut self, on: bool) -> Self {
         self.config.adaptive_wake = on;
         self
@@ -263,6 +350,51 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
+    /// Let in-flight work finish its own follow-ups during a graceful
+    /// shutdown ([`shutdown`](crate::TimerPool::shutdown),
+    /// [`begin_shutdown`](crate::TimerPool::begin_shutdown),
+    /// [`shutdown_timeout`](crate::TimerPool::shutdown_timeout) before its
+    /// deadline): a scheduling call made on one of the pool's worker
+    /// threads (by a running task: a retry, the next step of a job) is
+    /// admitted and runs at its time, and tasks of
+    /// [`schedule_retrying`](crate::TimerPool::schedule_retrying) keep
+    /// retrying; the workers exit once nothing is pending and nothing runs.
+    /// Calls from any other thread are still refused with
+    /// [`Error::ShutDown`], and `shutdown_now` (or a drop, or
+    /// `shutdown_timeout`'s deadline) still removes everything pending.
+    /// Work that keeps adding follow-ups keeps a plain `shutdown` waiting:
+    /// bound it with `shutdown_timeout`. Default: `false` (during any
+    /// shutdown every new task is refused, a running task's follow-up too,
+    /// and pending retries stop with [`Outcome::Shutdown`](crate::Outcome::Shutdown)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = Arc::new(TimerPool::<u32>::builder().workers(1).drain_follow_ups(true).build()?);
+    /// let steps = Arc::new(Mutex::new(Vec::new()));
+    /// let (p, s) = (Arc::downgrade(&pool), steps.clone());
+    /// pool.schedule(1, Duration::from_millis(5), move || {
+    ///     s.lock().unwrap().push("step one");
+    ///     let s = s.clone();
+    ///     // Scheduled while the pool drains: admitted, it is a follow-up.
+    ///     let next = p.upgrade().unwrap().schedule(2, Duration::ZERO, move || {
+    ///         s.lock().unwrap().push("step two");
+    ///     });
+    ///     assert!(next.is_ok());
+    /// })?;
+    /// pool.shutdown();
+    /// assert_eq!(*steps.lock().unwrap(), ["step one", "step two"]);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn drain_follow_ups(mut self, on: bool) -> Self {
+        self.config.drain_follow_ups = on;
+        self
+    }
+
     /// Run `hook` on each worker thread as it starts, before it serves
     /// anything: tracing context, CPU affinity, metrics registration. If it
     /// panics on any worker, [`build`](Self::build) stops the workers
@@ -296,6 +428,26 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// last task. A panic in it is contained (counted in
     /// [`Stats::contained_panics`](crate::Stats::contained_panics)); the
     /// shutdown still completes. Default: none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use timerpool::TimerPool;
+    ///
+    /// let stopped = Arc::new(AtomicUsize::new(0));
+    /// let s = stopped.clone();
+    /// let pool = TimerPool::<u64>::builder()
+    ///     .workers(2)
+    ///     .on_thread_stop(move || {
+    ///         s.fetch_add(1, Ordering::SeqCst);
+    ///     })
+    ///     .build()?;
+    /// pool.shutdown();
+    /// assert_eq!(stopped.load(Ordering::SeqCst), 2);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn on_thread_stop(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
         self.config.on_stop = Some(Hook(Arc::new(hook)));
         self
@@ -303,6 +455,15 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 
     /// The stack size of the worker threads, in bytes. Default: the
     /// platform's (`std::thread`'s default, 2 MiB on most).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).stack_size(256 * 1024).build()?;
+    /// # drop(pool);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.config.stack_size = Some(bytes);
         self
@@ -320,6 +481,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     pub fn fault(mut self, name: &str) -> Self {
         self.config.faults = Faults::with(Fault::named(name));
         self
+    }
+
+    /// How errors name keys: set by [`debug_keys`](Self::debug_keys).
+    pub(crate) fn key_names(&self) -> Option<fn(&K) -> String> {
+        self.key_names
     }
 
     /// Check the settings and resolve the defaults.
@@ -356,4 +522,43 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
             ..self.config
         })
     }
+}
+
+impl<K: fmt::Debug + Hash + Eq + Clone + Send + 'static> Builder<K> {
+    /// Name keys in errors by their `Debug` form: with it,
+    /// [`Error::NotSettled`] lists the keys still running when
+    /// [`settle`](crate::TimerPool::settle) gives up. Default: `false`
+    /// (the error gives counts only; the key type need not be `Debug`, and
+    /// [`TimerPool::running_keys`](crate::TimerPool::running_keys) still
+    /// gives the keys themselves).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use timerpool::{Error, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).debug_keys(true).build()?;
+    /// let (started, release) = (mpsc::channel(), mpsc::channel::<()>());
+    /// let (tell, wait) = (started.0, release.1);
+    /// pool.schedule("stuck-job", Duration::ZERO, move || {
+    ///     tell.send(()).unwrap();
+    ///     let _ = wait.recv();
+    /// })?;
+    /// started.1.recv().unwrap();
+    /// let e = pool.settle(Duration::from_millis(20)).unwrap_err();
+    /// assert!(matches!(e, Error::NotSettled { running_keys, .. } if running_keys == ["\"stuck-job\""]));
+    /// drop(release.0);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn debug_keys(mut self, on: bool) -> Self {
+        self.key_names = on.then_some(debug_name::<K> as fn(&K) -> String);
+        self
+    }
+}
+
+/// A key's `Debug` form.
+fn debug_name<K: fmt::Debug>(key: &K) -> String {
+    format!("{key:?}")
 }

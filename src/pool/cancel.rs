@@ -6,7 +6,7 @@ use super::broken;
 use super::fault::Fault;
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State};
-use super::task::{PoolEntry, TaskKey};
+use super::task::{PoolEntry, Task, TaskKey};
 
 impl<K: Key> State<K> {
     /// Remove `key`'s pending task, from the heap or held for its key; only
@@ -72,8 +72,9 @@ impl<K: Key> Shared<K> {
             if st.mode == Mode::Running {
                 st.mode = Mode::Draining;
             }
-            let mut stopped = st.heap.remove_where(|task| task.is_periodic());
-            stopped.extend(st.exclusive.drain_periodic());
+            let stops = |task: &Task| task.is_periodic() && !self.keeps_in_drain(task);
+            let mut stopped = st.heap.remove_where(stops);
+            stopped.extend(st.exclusive.drain_periodic(stops));
             if !self.faults.has(Fault::ShutdownNoNotify) {
                 self.leader_cv.notify_one();
             }

@@ -117,9 +117,12 @@ impl Crew {
                 }
             }
         }
+        let ids: Vec<_> = threads.iter().map(|h| h.thread().id()).collect();
+        // Before the token: no task can run before the ids are known.
+        let _ = shared.worker_ids.set(ids.clone());
         let _ = shared.tx.send(Msg::Lead(Lead::first()));
         Ok(Crew {
-            ids: threads.iter().map(|h| h.thread().id()).collect(),
+            ids,
             threads: Mutex::new(threads),
             engine: shared.clone(),
         })

@@ -13,7 +13,7 @@
 
 use super::fault::{Fault, Faults};
 use super::pending::Pending;
-use super::task::{or_lose, PoolEntry, TaskKey};
+use super::task::{or_lose, PoolEntry, Task, TaskKey};
 use crate::contain::{catch, forget_payload};
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -39,6 +39,11 @@ impl<K> ExclusiveKeys<K> {
     /// True when no task is held.
     pub(crate) fn is_empty(&self) -> bool {
         self.held.is_empty()
+    }
+
+    /// The keys of the tasks held (at most one per busy key).
+    pub(crate) fn held_keys(&self) -> impl Iterator<Item = &TaskKey<K>> {
+        self.held.keys()
     }
 }
 
@@ -146,12 +151,12 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
         all
     }
 
-    /// Remove every held periodic task.
-    pub(crate) fn drain_periodic(&mut self) -> Vec<PoolEntry<K>> {
+    /// Remove every held task that `stops` says a drain stops.
+    pub(crate) fn drain_periodic(&mut self, stops: impl Fn(&Task) -> bool) -> Vec<PoolEntry<K>> {
         let keys: Vec<_> = self
             .held
             .iter()
-            .filter(|(_, e)| e.value.is_periodic())
+            .filter(|(_, e)| stops(&e.value))
             .map(|(k, _)| k.clone())
             .collect();
         keys.iter().filter_map(|k| self.held.remove(k)).collect()

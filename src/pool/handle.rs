@@ -19,6 +19,19 @@ use std::time::{Duration, Instant};
 /// The taking methods consume the handle, so an outcome is handed out once;
 /// the timed and non-blocking ones give the handle back while there is none.
 /// Dropping a handle does not cancel its task.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{Outcome, TimerPool};
+///
+/// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+/// let h = pool.schedule("report", Duration::from_millis(1), || 6 * 7)?;
+/// assert_eq!(h.key(), Some(&"report"));
+/// assert_eq!(h.wait(), Outcome::Completed(42));
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 pub struct TaskHandle<T, K> {
     /// Where the outcome arrives.
     slot: Arc<OutcomeSlot<T>>,
@@ -82,6 +95,20 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// starts it). True iff it was: it will never run and its outcome is
     /// [`Outcome::Cancelled`]. False once it has started, or was replaced,
     /// cancelled or shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// let h = pool.schedule("offer", Duration::from_secs(60), || ())?;
+    /// assert!(h.cancel());
+    /// assert!(!h.cancel(), "only once");
+    /// assert_eq!(h.wait(), Outcome::Cancelled);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
             Some(pool) => pool.cancel(&self.key, Some(self.seq)),
@@ -90,17 +117,58 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     }
 
     /// The key the task was scheduled under; `None` for keyless submissions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// assert_eq!(pool.schedule(7, Duration::from_secs(60), || ())?.key(), Some(&7));
+    /// assert_eq!(pool.submit(Duration::from_secs(60), || ())?.key(), None);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn key(&self) -> Option<&K> {
         self.key.keyed()
     }
 
     /// True once the task has an outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.schedule(1, Duration::from_secs(60), || ())?;
+    /// assert!(!h.is_finished());
+    /// h.cancel();
+    /// assert!(h.is_finished());
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn is_finished(&self) -> bool {
         self.slot.is_set()
     }
 
     /// When the task fell due, was claimed, started and finished; `None`
     /// until it has an outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.schedule(1, Duration::from_secs(60), || ())?;
+    /// assert!(h.timing().is_none(), "no outcome yet");
+    /// h.cancel();
+    /// let t = h.timing().unwrap();
+    /// assert!(t.claimed.is_none() && t.started.is_none(), "it never ran");
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn timing(&self) -> Option<Timing> {
         self.slot.timing()
     }
@@ -109,11 +177,37 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     ///
     /// Never blocks forever: every accepted task gets an outcome, at the
     /// latest when the pool is shut down or dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.submit(Duration::ZERO, || panic!("boom"))?;
+    /// assert_eq!(h.wait(), Outcome::<()>::Panicked("boom".into()));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn wait(self) -> Outcome<T> {
         self.slot.wait()
     }
 
     /// Like [`wait`](Self::wait), also returning the task's [`Timing`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.submit(Duration::from_millis(2), || "done")?;
+    /// let (outcome, timing) = h.wait_timed();
+    /// assert_eq!(outcome, Outcome::Completed("done"));
+    /// assert!(timing.started.unwrap() >= timing.due, "never early");
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn wait_timed(self) -> (Outcome<T>, Timing) {
         let outcome = self.slot.wait();
         let timing = self.slot.timing().expect("delivered with the outcome");
@@ -126,6 +220,20 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// # Errors
     ///
     /// The handle itself, when the timeout passed without an outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.schedule(1, Duration::from_secs(3600), || ())?;
+    /// let h = h.wait_timeout(Duration::from_millis(1)).unwrap_err(); // not yet
+    /// h.cancel();
+    /// assert_eq!(h.wait_timeout(Duration::from_secs(1)).unwrap(), Outcome::Cancelled);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome<T>, Self> {
         let deadline = Instant::now().checked_add(timeout);
         self.slot.wait_until(deadline).ok_or(self)
@@ -136,6 +244,20 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// # Errors
     ///
     /// The handle itself, when the task has no outcome yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.schedule(1, Duration::from_secs(3600), || ())?;
+    /// let h = h.try_outcome().unwrap_err(); // pending: the handle comes back
+    /// h.cancel();
+    /// assert_eq!(h.try_outcome().unwrap(), Outcome::Cancelled);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn try_outcome(self) -> Result<Outcome<T>, Self> {
         self.slot.try_take().ok_or(self)
     }
@@ -147,6 +269,30 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
 /// (by key or handle), [`Outcome::Replaced`] (its key was scheduled again),
 /// [`Outcome::Panicked`] (a run panicked under [`OnPanic::Stop`](crate::OnPanic::Stop)) or
 /// [`Outcome::Shutdown`] (any shutdown stops periodic tasks).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{ManualClock, OnPanic, Outcome, Repeat, TimerPool};
+///
+/// let clock = ManualClock::new();
+/// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).quiet_panics(true).build()?;
+/// let mut n = 0;
+/// let every = Repeat::fixed_rate(Duration::from_secs(1)).on_panic(OnPanic::Continue);
+/// let h = pool.schedule_repeating("poll", Duration::from_secs(1), every, move || {
+///     n += 1;
+///     if n == 2 { panic!("second poll failed") }
+/// })?;
+/// pool.advance_in_steps(&clock, Duration::from_secs(3), 10, Duration::from_secs(10))?;
+/// assert_eq!((h.runs(), h.panics()), (2, 1));
+/// assert_eq!(h.last_panic().as_deref(), Some("second poll failed"));
+/// assert!(h.last_run().is_some() && h.missed() == 0);
+/// assert_eq!(h.key(), Some(&"poll"));
+/// assert!(h.cancel() && h.is_finished());
+/// assert_eq!(h.wait(), Outcome::Cancelled);
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 pub struct PeriodicHandle<K> {
     /// Shared with the task.
     ctl: Arc<PeriodicCtl>,
@@ -175,6 +321,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     /// Stop future runs. True iff the task was still live (pending or
     /// running); the final outcome is then [`Outcome::Cancelled`]. A run a
     /// worker already started still completes, and none follows it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, Repeat, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// let h = pool.schedule_repeating("tick", Duration::from_secs(60), Repeat::fixed_rate(Duration::from_secs(60)), || {})?;
+    /// assert!(h.cancel());
+    /// assert_eq!(h.wait(), Outcome::Cancelled);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
             Some(pool) => pool.cancel_current(&self.key, || self.ctl.seq()),
@@ -199,6 +358,22 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
 
     /// Ticks that got no run: dropped by [`MissedTicks::Skip`](crate::MissedTicks::Skip), shifted away
     /// by [`MissedTicks::Delay`](crate::MissedTicks::Delay), or skipped as stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{ManualClock, MissedTicks, Repeat, TimerPool};
+    ///
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let every = Repeat::fixed_rate(Duration::from_secs(1)).missed_ticks(MissedTicks::Skip);
+    /// let h = pool.schedule_repeating("tick", Duration::from_secs(1), every, || {})?;
+    /// clock.advance(Duration::from_millis(3500)); // one jump over three ticks
+    /// pool.settle(Duration::from_secs(10))?;
+    /// assert_eq!((h.runs(), h.missed()), (1, 2)); // ran once, skipped two
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn missed(&self) -> u64 {
         self.ctl.missed()
     }
@@ -228,6 +403,20 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     /// # Errors
     ///
     /// The handle itself, when the task is still live after `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, Repeat, TimerPool};
+    ///
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.submit_repeating(Duration::from_secs(60), Repeat::fixed_delay(Duration::from_secs(60)), || {})?;
+    /// let h = h.wait_timeout(Duration::from_millis(1)).unwrap_err(); // still live
+    /// pool.shutdown();
+    /// assert_eq!(h.wait_timeout(Duration::from_secs(1)).unwrap(), Outcome::Shutdown);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome<()>, Self> {
         let deadline = Instant::now().checked_add(timeout);
         self.ctl.slot().wait_until(deadline).ok_or(self)

@@ -37,6 +37,14 @@ pub(crate) struct Stamp {
     pub(crate) replaced: bool,
 }
 
+/// Tasks a scheduling call handed the pool and got back, with why.
+pub(crate) struct Refusal {
+    /// Why they were refused.
+    pub(crate) error: Error,
+    /// The refused tasks, unrun, in arrival order.
+    pub(crate) tasks: Vec<Task>,
+}
+
 /// What admitting leaves to do once the lock is released.
 struct Admitted<K> {
     /// Pending tasks the arrivals replaced, told `Replaced` after it.
@@ -60,8 +68,24 @@ impl<K: Key> Shared<K> {
     pub(crate) fn admit<I>(
         &self,
         arrivals: I,
-        mut stamped: impl FnMut(usize, Stamp),
+        stamped: impl FnMut(usize, Stamp),
     ) -> Result<(), Error>
+    where
+        I: ExactSizeIterator<Item = Arrival<K>>,
+    {
+        self.admit_or_return(arrivals, stamped).map_err(|refused| {
+            refused.tasks.into_iter().for_each(drop_quietly);
+            refused.error
+        })
+    }
+
+    /// [`admit`](Self::admit), handing the refused tasks back (after the
+    /// lock is released) instead of dropping them.
+    pub(crate) fn admit_or_return<I>(
+        &self,
+        arrivals: I,
+        mut stamped: impl FnMut(usize, Stamp),
+    ) -> Result<(), Refusal>
     where
         I: ExactSizeIterator<Item = Arrival<K>>,
     {
@@ -69,10 +93,10 @@ impl<K: Key> Shared<K> {
         // and may join the ready lane (`pending.rs`).
         let now = self.time.now().ns;
         let mut st = self.state.lock();
-        if let Some(e) = self.refusal(&st, arrivals.len()) {
+        if let Some(error) = self.refusal(&st, arrivals.len()) {
             drop(st);
-            arrivals.for_each(|a| drop_quietly(a.task));
-            return Err(e);
+            let tasks = arrivals.map(|a| a.task).collect();
+            return Err(Refusal { error, tasks });
         }
         if self.faults.has(Fault::IntakeOutsideLock) {
             MutexGuard::unlocked(&mut st, || ());
@@ -130,7 +154,7 @@ impl<K: Key> Shared<K> {
     /// by the heap, so that it may replace a pending key at capacity).
     fn refusal(&self, st: &State<K>, n: usize) -> Option<Error> {
         let capacity = self.config.capacity;
-        if st.mode != Mode::Running {
+        if st.mode != Mode::Running && !self.admits_follow_up(st) {
             Some(Error::ShutDown)
         } else if n > 1 && st.pending().saturating_add(n) > capacity {
             Some(Error::CapacityReached { capacity })
@@ -183,21 +207,23 @@ impl<K: Key> Shared<K> {
     }
 
     /// A single task refused at capacity: nothing changed but the held task
-    /// it may have replaced, which is told `Replaced`.
+    /// it may have replaced, which is told `Replaced`. The task comes back.
     fn refuse_at_capacity(
         &self,
         st: MutexGuard<'_, State<K>>,
         key: TaskKey<K>,
         task: Task,
         mut out: Admitted<K>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Refusal> {
         debug_assert!(out.count == 0, "a batch passed its capacity check");
         drop(st);
-        drop_quietly(task);
         out.keys.push(key);
         self.after_admission(out.replaced, out.keys);
-        Err(Error::CapacityReached {
-            capacity: self.config.capacity,
+        Err(Refusal {
+            error: Error::CapacityReached {
+                capacity: self.config.capacity,
+            },
+            tasks: vec![task],
         })
     }
 

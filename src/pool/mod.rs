@@ -23,6 +23,7 @@ mod broken;
 mod builder;
 mod cancel;
 mod crew;
+mod drain;
 mod exclusive;
 mod fault;
 mod handle;
@@ -32,6 +33,9 @@ mod leader;
 mod outcome;
 mod pending;
 mod periodic;
+mod query;
+mod refused;
+mod retry;
 mod settle;
 mod shared;
 mod stats;
@@ -43,6 +47,9 @@ pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
+pub use query::CancelResult;
+pub use refused::Refused;
+pub use retry::{Retried, Retry, RetryHandle};
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 
@@ -81,6 +88,8 @@ use time::NEVER;
 /// | periodic ([`Repeat`]), with a [`PeriodicHandle`] | [`schedule_repeating`](Self::schedule_repeating) | [`submit_repeating`](Self::submit_repeating) |
 /// | periodic, the closure picks its next delay ([`Next`]) | [`schedule_dynamic`](Self::schedule_dynamic) | [`submit_dynamic`](Self::submit_dynamic) |
 /// | many one-shots under one lock | [`schedule_batch`](Self::schedule_batch), [`schedule_batch_detached`](Self::schedule_batch_detached) | |
+/// | one-shot, run again after a backoff when it panics ([`Retry`]), with a [`RetryHandle`] | [`schedule_retrying`](Self::schedule_retrying) | [`submit_retrying`](Self::submit_retrying) |
+/// | one-shot, the closure handed back if refused ([`Refused`]) | [`try_schedule`](Self::try_schedule), [`try_schedule_detached`](Self::try_schedule_detached) | [`try_submit`](Self::try_submit) |
 ///
 /// # Examples
 ///
@@ -130,9 +139,21 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the
     /// operating system refused a thread (the ones already started are
     /// stopped).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::{Error, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(2).build()?;
+    /// assert_eq!(pool.workers(), 2);
+    /// let bad = TimerPool::<u64>::builder().thread_name("a\0b").build();
+    /// assert_eq!(bad.unwrap_err(), Error::InvalidThreadName);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn build(self) -> Result<TimerPool<K>, Error> {
+        let key_names = self.key_names();
         let config = self.validate()?;
-        let shared = Arc::new(Shared::new(config.clone()));
+        let shared = Arc::new(Shared::new(config.clone(), key_names));
         let crew = Crew::start(&shared, &config)?;
         Ok(TimerPool { shared, crew })
     }
@@ -141,6 +162,15 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// A builder with the defaults: `num_cpus::get()` workers, the system
     /// clock, capacity `u32::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<String>::builder().workers(1).capacity(1000).build()?;
+    /// # drop(pool);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn builder() -> Builder<K> {
         Builder::new()
     }
@@ -150,6 +180,15 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// [`Error::Spawn`] if the operating system refused a thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::new()?; // one worker per CPU
+    /// assert!(pool.workers() >= 1);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn new() -> Result<Self, Error> {
         Self::builder().build()
     }
@@ -198,6 +237,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// As [`schedule`](Self::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let first = pool.submit(Duration::from_millis(1), || 1)?;
+    /// let second = pool.submit(Duration::from_millis(1), || 2)?;
+    /// assert_eq!((first.wait(), second.wait()), (Outcome::Completed(1), Outcome::Completed(2)));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn submit<F, T>(&self, when: impl Into<Due>, f: F) -> Result<TaskHandle<T, K>, Error>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -240,6 +291,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// As [`schedule`](Self::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// pool.submit_detached(Duration::from_millis(1), move || tx.send("fired").unwrap())?;
+    /// assert_eq!(rx.recv().unwrap(), "fired");
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn submit_detached<F>(&self, when: impl Into<Due>, f: F) -> Result<(), Error>
     where
         F: FnOnce() + Send + 'static,
@@ -292,6 +356,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// As [`schedule_repeating`](Self::schedule_repeating).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{ManualClock, Repeat, TimerPool};
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<u64>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let h = pool.submit_repeating(Duration::from_secs(1), Repeat::fixed_rate(Duration::from_secs(1)), || {})?;
+    /// pool.advance_in_steps(&clock, Duration::from_secs(3), 10, Duration::from_secs(10))?;
+    /// assert_eq!(h.runs(), 3);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn submit_repeating<F>(
         &self,
         first: impl Into<Due>,
@@ -363,6 +440,23 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// As [`schedule_repeating`](Self::schedule_repeating).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{ManualClock, Next, Outcome, Repeat, TimerPool};
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<u64>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let mut left = 2;
+    /// let h = pool.submit_dynamic(Duration::ZERO, Repeat::fixed_delay(Duration::from_secs(1)), move || {
+    ///     left -= 1;
+    ///     if left == 0 { Next::Stop } else { Next::After(Duration::from_secs(5)) }
+    /// })?;
+    /// pool.advance_in_steps(&clock, Duration::from_secs(10), 10, Duration::from_secs(10))?;
+    /// assert_eq!(h.wait(), Outcome::Completed(()));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn submit_dynamic<F>(
         &self,
         first: impl Into<Due>,
@@ -552,6 +646,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// True if a task is pending under `key`; see [`due_of`](Self::due_of).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// pool.schedule("lease", Duration::from_secs(60), || ())?;
+    /// assert!(pool.is_pending(&"lease"));
+    /// pool.cancel(&"lease");
+    /// assert!(!pool.is_pending(&"lease"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn is_pending(&self, key: &K) -> bool {
         self.due_of(key).is_some()
     }
@@ -559,6 +666,27 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// Tasks running now (periodic runs included), roughly: it reads two
     /// counters one after the other, so it is exact only while the pool is
     /// quiet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let (started, wait) = (mpsc::channel(), mpsc::channel::<()>());
+    /// let (tell, release) = (started.0, wait.1);
+    /// pool.submit_detached(Duration::ZERO, move || {
+    ///     tell.send(()).unwrap();
+    ///     let _ = release.recv();
+    /// })?;
+    /// started.1.recv().unwrap();
+    /// assert_eq!(pool.running(), 1);
+    /// drop(wait.0);
+    /// pool.settle(Duration::from_secs(10))?;
+    /// assert_eq!(pool.running(), 0);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn running(&self) -> usize {
         let finished = self.shared.counters.finished();
         let started = self.shared.state.lock().started;
@@ -566,6 +694,15 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// The number of worker threads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(3).build()?;
+    /// assert_eq!(pool.workers(), 3);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn workers(&self) -> usize {
         self.crew.len()
     }
@@ -581,7 +718,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// [`Error::NotSettled`] at the bound (a task that never returns, say),
-    /// with the number of tasks still running and pending.
+    /// with the number of tasks still running and pending, and the running
+    /// keys named if the pool was built with
+    /// [`Builder::debug_keys`](crate::Builder::debug_keys).
     ///
     /// # Examples
     ///
@@ -666,6 +805,20 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// The earliest pending due time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{ManualClock, TimerPool};
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<u64>::builder().workers(1).clock(clock.clone()).build()?;
+    /// assert_eq!(pool.next_due(), None);
+    /// pool.schedule(1, Duration::from_secs(30), || ())?;
+    /// pool.schedule(2, Duration::from_secs(10), || ())?;
+    /// assert_eq!(pool.next_due(), Some(pool.now() + Duration::from_secs(10)));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn next_due(&self) -> Option<Instant> {
         let due = self.shared.state.lock().heap.peek_due()?;
         // Only running periodic tasks' stand-ins are due never.
@@ -674,21 +827,73 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// Number of pending (not yet started) tasks, due or not; a periodic
     /// task counts while it is live.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// for k in 0..3 {
+    ///     pool.schedule(k, Duration::from_secs(60), || ())?;
+    /// }
+    /// pool.schedule(0, Duration::from_secs(90), || ())?; // a replace: still 3
+    /// assert_eq!(pool.len(), 3);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.shared.state.lock().pending()
     }
 
     /// True when no task is pending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// assert!(pool.is_empty());
+    /// pool.schedule(1, Duration::from_secs(60), || ())?;
+    /// assert!(!pool.is_empty());
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The pool's current time, as its clock reads it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Clock, ManualClock, TimerPool};
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<u64>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let before = pool.now();
+    /// clock.advance(Duration::from_secs(5));
+    /// assert_eq!(pool.now() - before, Duration::from_secs(5));
+    /// assert_eq!(pool.now(), clock.now());
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn now(&self) -> Instant {
         self.shared.time.clock().now()
     }
 
     /// The pool's counters and lateness percentiles.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// pool.submit(Duration::ZERO, || ())?.wait();
+    /// pool.settle(Duration::from_secs(10))?; // the counters follow the outcome
+    /// assert_eq!(pool.stats().completed, 1);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         let (pending, wakeups) = {
             let st = self.shared.state.lock();
@@ -705,6 +910,21 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     ///
     /// Called from inside one of the pool's tasks, it starts the shutdown but
     /// does not wait (a worker cannot join itself).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Error, Outcome, Repeat, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let once = pool.schedule(1, Duration::from_millis(5), || "ran")?;
+    /// let tick = pool.schedule_repeating(2, Duration::from_secs(1), Repeat::fixed_rate(Duration::from_secs(1)), || {})?;
+    /// pool.shutdown(); // waits for the one-shot task's due time
+    /// assert_eq!(once.wait(), Outcome::Completed("ran"));
+    /// assert_eq!(tick.wait(), Outcome::Shutdown);
+    /// assert_eq!(pool.schedule(3, Duration::ZERO, || "late").unwrap_err(), Error::ShutDown);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn shutdown(&self) {
         self.shared.begin_drain();
         self.crew.join();
@@ -717,6 +937,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     ///
     /// Called from inside one of the pool's tasks, it does not wait for the
     /// workers. Dropping the pool does the same.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// let h = pool.schedule("b", Duration::from_secs(20), || ())?;
+    /// pool.schedule("a", Duration::from_secs(10), || ())?;
+    /// assert_eq!(pool.shutdown_now(), vec!["a", "b"]); // in due order
+    /// assert_eq!(h.wait(), Outcome::Shutdown);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn shutdown_now(&self) -> Vec<K> {
         let keys = self.shared.stop_now();
         self.crew.join();
@@ -725,8 +958,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// Begin a graceful shutdown and return at once (Java's `shutdown()`):
     /// new work is refused with [`Error::ShutDown`] (a running task's
-    /// follow-up too), pending one-shot tasks still run at their due time,
-    /// periodic tasks stop. Wait for the end with
+    /// follow-up too, unless the pool was built with
+    /// [`Builder::drain_follow_ups`]), pending one-shot tasks still run at
+    /// their due time, periodic tasks stop. Wait for the end with
     /// [`await_termination`](Self::await_termination).
     ///
     /// # Examples
@@ -751,12 +985,36 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// (Java's `awaitTermination`); true when they have (and then they are
     /// joined). Called from inside one of the pool's tasks it does not
     /// wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(2).build()?;
+    /// assert!(!pool.await_termination(Duration::from_millis(1)), "not shut down");
+    /// pool.begin_shutdown();
+    /// assert!(pool.await_termination(Duration::from_secs(10)));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn await_termination(&self, timeout: Duration) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         self.crew.await_exit(&self.shared, deadline)
     }
 
     /// True once every worker has exited.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// assert!(!pool.is_terminated());
+    /// pool.shutdown();
+    /// assert!(pool.is_terminated());
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn is_terminated(&self) -> bool {
         *self.shared.live.lock() == 0
     }
@@ -790,6 +1048,17 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// True once `shutdown` or `shutdown_now` has been called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// assert!(!pool.is_shutdown());
+    /// pool.begin_shutdown();
+    /// assert!(pool.is_shutdown());
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
     pub fn is_shutdown(&self) -> bool {
         self.shared.state.lock().mode != shared::Mode::Running
     }
@@ -839,6 +1108,21 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     where
         F: FnMut() -> Next + Send + 'static,
     {
+        self.add_periodic(key, first, repeat, f, false)
+    }
+
+    /// A periodic task, or (`retry`) a retried one-shot task run as one.
+    fn add_periodic<F>(
+        &self,
+        key: TaskKey<K>,
+        first: Due,
+        repeat: Repeat,
+        f: F,
+        retry: bool,
+    ) -> Result<PeriodicHandle<K>, Error>
+    where
+        F: FnMut() -> Next + Send + 'static,
+    {
         let checked = repeat
             .every_ns()
             .and_then(|every| Ok((every, self.due_ns(first)?)));
@@ -846,10 +1130,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             Ok(v) => v,
             Err(e) => return Err(self.refuse(f, e)),
         };
-        let ctl = Arc::new(PeriodicCtl::new(
-            self.shared.time.instant_of(due),
-            self.shared.faults,
-        ));
+        let ctl = PeriodicCtl::new(self.shared.time.instant_of(due), self.shared.faults);
+        let ctl = Arc::new(if retry { ctl.for_retry() } else { ctl });
         let job = PeriodicJob::new(Box::new(f), ctl.clone(), repeat, every);
         let handle_key = key.clone();
         self.admit_single(key, due, Task::Periodic(Box::new(job)), |seq| {

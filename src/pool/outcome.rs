@@ -19,6 +19,25 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// How a task ended. Every task the pool accepted gets exactly one.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{Outcome, TimerPool};
+///
+/// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+/// let ok = pool.schedule(1, Duration::ZERO, || 5)?;
+/// let gone = pool.schedule(2, Duration::from_secs(60), || 6)?;
+/// let newer = pool.schedule(2, Duration::ZERO, || 7)?;
+/// match ok.wait() {
+///     Outcome::Completed(v) => assert_eq!(v, 5),
+///     other => panic!("{other:?}"),
+/// }
+/// assert_eq!(gone.wait(), Outcome::Replaced);
+/// assert_eq!(newer.wait().completed(), Some(7));
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome<T> {
     /// The task ran and returned this value; for a periodic task, its
@@ -46,6 +65,14 @@ pub enum Outcome<T> {
 
 impl<T> Outcome<T> {
     /// The value of a completed task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Outcome;
+    /// assert_eq!(Outcome::Completed(3).completed(), Some(3));
+    /// assert_eq!(Outcome::<i32>::Cancelled.completed(), None);
+    /// ```
     pub fn completed(self) -> Option<T> {
         match self {
             Outcome::Completed(v) => Some(v),
@@ -54,6 +81,14 @@ impl<T> Outcome<T> {
     }
 
     /// True if the task ran (completed or panicked).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Outcome;
+    /// assert!(Outcome::<()>::Panicked("boom".into()).ran());
+    /// assert!(!Outcome::<()>::Expired.ran());
+    /// ```
     pub fn ran(&self) -> bool {
         matches!(self, Outcome::Completed(_) | Outcome::Panicked(_))
     }
@@ -92,6 +127,20 @@ impl<T> From<Abandon> for Outcome<T> {
 /// worker that runs it, when it takes the task out of the pending tasks to
 /// start it at once: `started` follows `claimed` by a clock read, or by the
 /// staleness check.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::TimerPool;
+///
+/// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+/// let (_, t) = pool.submit(Duration::from_millis(1), || ())?.wait_timed();
+/// assert!(t.due <= t.claimed.unwrap());
+/// assert!(t.claimed.unwrap() <= t.started.unwrap());
+/// assert!(t.started.unwrap() <= t.finished.unwrap());
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     /// Its due time.
@@ -106,6 +155,17 @@ pub struct Timing {
 
 impl Timing {
     /// How late the task started: `started - due`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use timerpool::Timing;
+    ///
+    /// let due = Instant::now();
+    /// let t = Timing { due, claimed: None, started: Some(due + Duration::from_millis(3)), finished: None };
+    /// assert_eq!(t.lateness(), Some(Duration::from_millis(3)));
+    /// ```
     pub fn lateness(&self) -> Option<Duration> {
         Some(self.started?.saturating_duration_since(self.due))
     }

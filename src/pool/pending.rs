@@ -370,6 +370,34 @@ impl<K: Hash + Eq> Pending<K> {
         out
     }
 
+    /// Tasks in the heap (its slots are numbered `0..heap_len()`).
+    pub(crate) fn heap_len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// The key and task in heap slot `slot`, for a walk in chunks
+    /// (`IndexedHeap::slot_entry`).
+    pub(crate) fn slot_entry(&self, slot: usize) -> Option<(&TaskKey<K>, &Task)> {
+        self.heap.slot_entry(slot)
+    }
+
+    /// Up to `n` lane entries from absolute position `from` on (from the
+    /// front if it has moved past `from`), and where the next chunk starts
+    /// (`None`: this one reached the end). Entries only leave the lane (to
+    /// start, or into the heap) or join it at the end, so a walk in chunks
+    /// misses no entry present throughout, and one that moves into the heap
+    /// before the walk reaches it is found by a heap walk begun after it.
+    pub(crate) fn lane_chunk(&self, from: u64, n: usize) -> (Vec<&PoolEntry<K>>, Option<u64>) {
+        let lane = &self.lane;
+        let start = from.max(lane.base);
+        let skip = (start - lane.base) as usize;
+        let chunk = lane.queue.iter().skip(skip).take(n);
+        let entries: Vec<_> = chunk.flatten().map(|(_, e)| e).collect();
+        let end = start + n as u64;
+        let more = end < lane.base + lane.queue.len() as u64;
+        (entries, more.then_some(end))
+    }
+
     /// Buffers given up since the last call, to free outside the lock.
     pub(crate) fn take_retired(&mut self) -> Given<K> {
         let lane = &mut self.lane;

@@ -26,6 +26,16 @@ use std::time::{Duration, Instant};
 
 /// What a fixed-rate task does about ticks that passed while it could not run
 /// (a slow run, busy workers, a stalled machine).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{MissedTicks, Repeat};
+/// // After a stall, run each missed tick back to back, as Java does.
+/// let catch_up = Repeat::fixed_rate(Duration::from_secs(1)).missed_ticks(MissedTicks::Burst);
+/// # let _ = catch_up;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MissedTicks {
     /// Run every missed tick, back to back, until caught up (Java's
@@ -44,6 +54,16 @@ pub enum MissedTicks {
 /// What a periodic task does when one of its runs panics. Either way the
 /// panic is counted and its message kept ([`PeriodicHandle::panics`](crate::PeriodicHandle::panics),
 /// [`PeriodicHandle::last_panic`](crate::PeriodicHandle::last_panic)): never silent.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{OnPanic, Repeat};
+/// // A metrics flush that should survive a bad run.
+/// let keep_going = Repeat::fixed_delay(Duration::from_secs(10)).on_panic(OnPanic::Continue);
+/// # let _ = keep_going;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnPanic {
     /// Stop; the handle's final outcome is [`Outcome::Panicked`]. The default,
@@ -89,6 +109,15 @@ enum Kind {
 impl Repeat {
     /// Run at `first`, `first + period`, `first + 2 * period`, ...
     /// Default policies: [`MissedTicks::Skip`], [`OnPanic::Stop`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{MissedTicks, Repeat};
+    /// let every_second = Repeat::fixed_rate(Duration::from_secs(1)).missed_ticks(MissedTicks::Delay);
+    /// # let _ = every_second;
+    /// ```
     pub fn fixed_rate(period: Duration) -> Self {
         Repeat {
             kind: Kind::FixedRate,
@@ -100,6 +129,15 @@ impl Repeat {
 
     /// Run at `first`, then `delay` after each run finishes.
     /// Default policy: [`OnPanic::Stop`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::Repeat;
+    /// let a_second_after_each_run = Repeat::fixed_delay(Duration::from_secs(1));
+    /// # let _ = a_second_after_each_run;
+    /// ```
     pub fn fixed_delay(delay: Duration) -> Self {
         Repeat {
             kind: Kind::FixedDelay,
@@ -147,6 +185,9 @@ pub(crate) struct PeriodicCtl {
     last_panic: Mutex<Option<String>>,
     /// Timing of the latest run.
     last_run: Mutex<Option<Timing>>,
+    /// A retried one-shot task (`retry.rs`), not a schedule: with
+    /// `drain_follow_ups` a graceful shutdown lets it finish.
+    retry: bool,
 }
 
 impl PeriodicCtl {
@@ -160,7 +201,19 @@ impl PeriodicCtl {
             missed: AtomicU64::new(0),
             last_panic: Mutex::new(None),
             last_run: Mutex::new(None),
+            retry: false,
         }
+    }
+
+    /// Mark it a retried one-shot task.
+    pub(crate) fn for_retry(mut self) -> Self {
+        self.retry = true;
+        self
+    }
+
+    /// True for a retried one-shot task.
+    pub(crate) fn is_retry(&self) -> bool {
+        self.retry
     }
 
     /// The stamp of the task's current entry (under the pool lock).

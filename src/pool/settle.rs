@@ -5,12 +5,16 @@
 //!
 //! - Settled means, under the state lock: no pending task is due by the
 //!   pool's clock (none held for its key either), and every run a worker
-//!   started has ended (a periodic task is back in the heap by then).
+//!   started has ended (a periodic task is back in the heap by then) and
+//!   its worker has taken its key out of the running slots.
 //! - A worker that finds nothing due to start notifies `Shared::settled`,
 //!   under the lock, only while someone waits to settle, so the protocol
 //!   pays nothing otherwise.
 
 use super::shared::{Key, Shared, State};
+use super::task::TaskKey;
+use crate::contain::drop_quietly;
+use crate::sync::MutexGuard;
 use crate::Error;
 use std::time::Instant;
 
@@ -19,7 +23,7 @@ impl<K: Key> Shared<K> {
     fn is_settled(&self, st: &State<K>) -> bool {
         let now = self.time.now().ns;
         let due = st.heap.peek_due().is_some_and(|d| d <= now) || !st.exclusive.is_empty();
-        !due && st.started == self.counters.finished()
+        !due && st.started == self.counters.finished() && st.running.iter().all(Option::is_none)
     }
 
     /// Wait until settled, or `deadline` (`None`: without a bound).
@@ -32,10 +36,10 @@ impl<K: Key> Shared<K> {
         st.settle_waiters += 1;
         let settled = loop {
             if self.is_settled(&st) {
-                break Ok(());
+                break true;
             }
             match deadline {
-                Some(d) if Instant::now() >= d => break Err(self.unsettled(&st)),
+                Some(d) if Instant::now() >= d => break false,
                 Some(d) => {
                     self.settled.wait_until(&mut st, d);
                 }
@@ -43,16 +47,46 @@ impl<K: Key> Shared<K> {
             }
         };
         st.settle_waiters -= 1;
-        settled
+        match settled {
+            true => Ok(()),
+            false => Err(self.unsettled(st)),
+        }
     }
 
-    /// What keeps the pool from settling.
-    fn unsettled(&self, st: &State<K>) -> Error {
+    /// What keeps the pool from settling. The running keys are cloned
+    /// under the lock, named and dropped after it.
+    fn unsettled(&self, st: MutexGuard<'_, State<K>>) -> Error {
         let finished = self.counters.finished();
+        let running = st.started.saturating_sub(finished) as usize;
+        let pending = st.heap.len() + st.exclusive.len();
+        let keys = match self.key_names {
+            Some(_) => st.running.iter().flatten().cloned().collect(),
+            None => Vec::new(),
+        };
+        drop(st);
+        let running_keys = keys.iter().map(|k| self.name_key(k)).collect();
+        drop_quietly(keys);
         Error::NotSettled {
-            running: st.started.saturating_sub(finished) as usize,
-            pending: st.heap.len() + st.exclusive.len(),
+            running,
+            pending,
+            running_keys,
         }
+    }
+
+    /// A key as errors name it: [`Builder::debug_keys`](crate::Builder::debug_keys)'s
+    /// `Debug` form, `"<keyless>"` for a keyless task.
+    fn name_key(&self, key: &TaskKey<K>) -> String {
+        match (key, self.key_names) {
+            (TaskKey::Keyed(k), Some(name)) => name(k),
+            _ => "<keyless>".to_string(),
+        }
+    }
+
+    /// The caller's keys of the tasks running now, cloned under the lock.
+    pub(crate) fn running_keys(&self) -> Vec<K> {
+        let st = self.state.lock();
+        let keyed = st.running.iter().flatten().filter_map(TaskKey::keyed);
+        keyed.cloned().collect()
     }
 
     /// A worker found nothing due: wake those who wait to settle.

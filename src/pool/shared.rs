@@ -4,8 +4,8 @@
 //! # Ground rules
 //!
 //! - `Shared::state` guards the heap, the exclusive keys' `busy` and `held`
-//!   sets, the mode, the wake-up count, the count of started runs and the
-//!   number of callers waiting to settle. User code
+//!   sets, the mode, the wake-up count, the count of started runs, the
+//!   running keys and the number of callers waiting to settle. User code
 //!   never runs under it: closures that are replaced, cancelled or shut
 //!   down are dropped after the lock is released, and tasks run on workers
 //!   that hold no pool lock.
@@ -27,8 +27,9 @@ use super::stats::Counters;
 use super::task::{Task, TaskKey};
 use super::time::Timeline;
 use crate::clock::Wake;
-use crate::sync::{unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
+use crate::sync::{thread, unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
 use std::hash::Hash;
+use std::sync::OnceLock;
 
 /// What the pool needs of a key: the bound of every pool type's methods.
 pub(crate) trait Key: Hash + Eq + Clone + Send + 'static {}
@@ -61,6 +62,12 @@ pub(crate) struct State<K> {
     pub(crate) started: u64,
     /// Callers waiting in `settle`.
     pub(crate) settle_waiters: usize,
+    /// The running keys, one slot per worker: the key of the task the
+    /// worker started, moved in by the critical section that starts it and
+    /// taken back by the next one the worker holds (its next start, or
+    /// settling a periodic run or an exclusive key), so the record costs
+    /// no lock and no clone. Dropped outside the lock.
+    pub(crate) running: Vec<Option<TaskKey<K>>>,
 }
 
 impl<K> State<K> {
@@ -98,11 +105,17 @@ pub(crate) struct Shared<K> {
     pub(crate) settled: Condvar,
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
+    /// How errors name keys ([`Builder::debug_keys`](crate::Builder::debug_keys)).
+    pub(crate) key_names: Option<fn(&K) -> String>,
+    /// The worker threads' ids, set once before the first task can start:
+    /// a draining pool admits follow-ups from them (`drain.rs`).
+    pub(crate) worker_ids: OnceLock<Vec<thread::ThreadId>>,
 }
 
 impl<K: Key> Shared<K> {
-    /// The engine of a pool configured by `config`, with nothing pending.
-    pub(crate) fn new(config: Config) -> Self {
+    /// The engine of a pool configured by `config`, with nothing pending;
+    /// `key_names` names keys in errors.
+    pub(crate) fn new(config: Config, key_names: Option<fn(&K) -> String>) -> Self {
         let (tx, rx) = unbounded();
         let faults = config.faults;
         Shared {
@@ -113,6 +126,7 @@ impl<K: Key> Shared<K> {
                 wakeups: 0,
                 started: 0,
                 settle_waiters: 0,
+                running: (0..config.workers).map(|_| None).collect(),
             }),
             leader_cv: Condvar::new(),
             time: Timeline::new(config.clock.clone()),
@@ -125,6 +139,8 @@ impl<K: Key> Shared<K> {
             config,
             anon: AtomicU64::new(0),
             faults,
+            key_names,
+            worker_ids: OnceLock::new(),
         }
     }
 
@@ -135,9 +151,10 @@ impl<K: Key> Shared<K> {
     }
 
     /// True when the leader may stop: draining or stopped, and nothing
-    /// pending anywhere.
+    /// pending anywhere (nor running, with `drain_follow_ups`: a running
+    /// task may still add its follow-up).
     pub(crate) fn drained(&self, st: &State<K>) -> bool {
-        st.heap.is_empty() && st.exclusive.is_empty()
+        st.heap.is_empty() && st.exclusive.is_empty() && !self.follow_ups_may_come(st)
     }
 
     /// A draining leader waits for the last pending task; when a removal

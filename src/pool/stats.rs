@@ -15,6 +15,23 @@ const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
 /// expired + cancelled + replaced + shutdown + pending`. A periodic task counts once in
 /// `scheduled` and once in the outcome that stopped it; its runs count in
 /// `periodic_runs` and `periodic_panics`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::TimerPool;
+///
+/// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+/// pool.schedule(1, Duration::from_secs(60), || ())?;
+/// pool.cancel(&1);
+/// pool.submit(Duration::ZERO, || ())?.wait();
+/// pool.settle(Duration::from_secs(10))?; // the counters follow the outcome
+/// let s = pool.stats();
+/// assert_eq!((s.scheduled, s.completed, s.cancelled, s.pending), (2, 1, 1, 0));
+/// assert_eq!(s.lateness.count, 1);
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -59,6 +76,21 @@ pub struct Stats {
 
 /// Percentiles of `started - due` over every run so far (2 significant
 /// digits; saturating at one hour).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::TimerPool;
+///
+/// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+/// pool.submit(Duration::ZERO, || ())?.wait();
+/// pool.settle(Duration::from_secs(10))?; // the counters follow the outcome
+/// let late = pool.stats().lateness;
+/// assert_eq!(late.count, 1);
+/// assert!(late.p50 <= late.p99 && late.p99 <= late.max);
+/// # Ok::<(), timerpool::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Lateness {
     /// Runs recorded.

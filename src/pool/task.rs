@@ -62,6 +62,15 @@ impl Task {
         matches!(self, Task::StandIn(_))
     }
 
+    /// True for a retried one-shot task or its stand-in.
+    pub(crate) fn is_retry(&self) -> bool {
+        match self {
+            Task::Once(_) => false,
+            Task::Periodic(job) => job.ctl().is_retry(),
+            Task::StandIn(ctl) => ctl.is_retry(),
+        }
+    }
+
     /// The shared state of a periodic task or stand-in.
     fn periodic_ctl(&self) -> Option<Arc<PeriodicCtl>> {
         match self {
@@ -122,8 +131,9 @@ pub(crate) enum Runnable {
 }
 
 /// A one-shot task as the pool sees it; each method consumes it and
-/// delivers its outcome.
-pub(crate) trait OnceJob: Send {
+/// delivers its outcome. `Any`, so a refused task can give its closure
+/// back (`refused.rs`).
+pub(crate) trait OnceJob: std::any::Any + Send {
     /// Run on a worker, catching a panic; `finish` reads the pool's clock
     /// once the run returned.
     fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> Ran;
@@ -192,6 +202,13 @@ impl<F, T> OneShot<F, T> {
             slot: Delivery::new(slot),
         }
     }
+
+    /// The closure back, unrun, delivering nothing: for a task refused
+    /// before its handle was made.
+    pub(crate) fn into_closure(self) -> F {
+        self.slot.forget();
+        self.f
+    }
 }
 
 impl<F, T> OnceJob for OneShot<F, T>
@@ -245,6 +262,11 @@ impl<F> Detached<F> {
     /// A task running `f`.
     pub(crate) fn new(f: F) -> Self {
         Detached(f)
+    }
+
+    /// The closure back, unrun.
+    pub(crate) fn into_closure(self) -> F {
+        self.0
     }
 }
 

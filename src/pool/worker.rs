@@ -15,6 +15,11 @@
 //! - After a run it takes the lock only when the run leaves something to
 //!   settle: a periodic task to put back (step 10) or an exclusive key to
 //!   release (step 11). See `docs/protocol.md`.
+//! - The critical section that starts a task moves its key into the
+//!   worker's slot of `State::running`; the worker's next critical section
+//!   (its next start, or settling the run) takes it back, and the key is
+//!   dropped after that lock is released. So the record of running keys
+//!   costs no lock and no clone.
 //! - A task's own panic is caught in its run. Any other user code a worker
 //!   runs (a key's traits while settling, the `Drop` of a key) is contained
 //!   too: a panic there is counted and the worker keeps serving; keys are
@@ -35,8 +40,11 @@ use crate::heap::Inserted;
 pub(crate) struct Claimed<K> {
     /// The task.
     task: Runnable,
-    /// Its key (for periodic re-insertion and exclusive keys).
-    key: TaskKey<K>,
+    /// Whether it has a caller's key (its key waits in the worker's slot of
+    /// `State::running`, for periodic re-insertion and exclusive keys).
+    keyed: bool,
+    /// The key type.
+    _key: std::marker::PhantomData<fn(K)>,
     /// Its due time, nanoseconds since the pool's epoch.
     due: i64,
     /// When it was taken out of the heap.
@@ -106,7 +114,18 @@ fn contain<K, R>(shared: &Shared<K>, step: impl FnOnce() -> R) -> Option<R> {
 /// token of a leader broken on purpose (`Fault::RunBeforePass`), passed on
 /// only after its first run.
 fn run_due<K: Key>(shared: &Shared<K>, index: usize, mut held: Option<Lead>) {
-    while let Some(c) = contain(shared, || start_one(shared)).flatten() {
+    loop {
+        let c = match contain(shared, || start_one(shared, index)) {
+            Some(Some(c)) => c,
+            Some(None) => break,
+            None => {
+                // Cold: a key's traits panicked mid-start; the running slot
+                // may still hold the previous run's key.
+                let ended = shared.state.lock().running[index].take();
+                drop_key(shared, ended);
+                break;
+            }
+        };
         contain(shared, || execute(shared, index, c));
         if let Some(token) = held.take() {
             let _ = shared.tx.send(Msg::Lead(token));
@@ -121,7 +140,10 @@ fn run_due<K: Key>(shared: &Shared<K>, index: usize, mut held: Option<Lead>) {
 /// here `cancel` returns false for it. Exclusive keys hold a task whose key
 /// is busy (step 11); a periodic task leaves its stand-in (step 10); a task
 /// whose key panics on the way is told `Panicked`. `None`: nothing is due.
-fn start_one<K: Key>(shared: &Shared<K>) -> Option<Claimed<K>> {
+/// The started task's key goes into worker `index`'s running slot; the key
+/// of its previous run, if still there, comes out and is dropped after the
+/// lock.
+fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
     // Read before the lock: the clock is monotonic, so a task due by this
     // reading is due when it starts (never early), and the lock is held for
     // less. (The leader reads it under the lock: its wait depends on it.)
@@ -129,16 +151,21 @@ fn start_one<K: Key>(shared: &Shared<K>) -> Option<Claimed<K>> {
     let mut st = shared.state.lock();
     loop {
         let Some(entry) = st.heap.pop_due(now.ns) else {
+            let ended = st.running[index].take();
             shared.notify_if_drained(&st);
             shared.notify_settle(&st);
             let retired = st.heap.take_retired();
             drop(st);
             drop(retired);
+            drop_key(shared, ended);
             return None;
         };
         match or_lose(entry, |entry| claim_one(&mut st, entry, now.at)) {
-            Some(Some(claimed)) => {
+            Some(Some((claimed, key))) => {
                 st.started += 1;
+                let ended = st.running[index].replace(key);
+                drop(st);
+                drop_key(shared, ended);
                 return Some(claimed);
             }
             Some(None) => {} // held for its busy key
@@ -154,7 +181,7 @@ fn claim_one<K: Key>(
     st: &mut State<K>,
     entry: PoolEntry<K>,
     at: std::time::Instant,
-) -> Option<Claimed<K>> {
+) -> Option<(Claimed<K>, TaskKey<K>)> {
     let entry = st.exclusive.claim(entry)?;
     let task = match entry.value {
         Task::Once(job) => Runnable::Once(job),
@@ -171,27 +198,30 @@ fn claim_one<K: Key>(
             return None;
         }
     };
-    Some(Claimed {
+    let claimed = Claimed {
         task,
-        key: entry.key,
+        keyed: matches!(entry.key, TaskKey::Keyed(_)),
+        _key: std::marker::PhantomData,
         due: entry.due,
         claimed: at,
-    })
+    };
+    Some((claimed, entry.key))
 }
 
 /// Run one claimed task, then settle what the run left.
 fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
     let finished = run_claimed(shared, index, c.task, c.due, c.claimed);
-    let exclusive = shared.config.exclusive_keys && matches!(c.key, TaskKey::Keyed(_));
+    let exclusive = shared.config.exclusive_keys && c.keyed;
     if matches!(finished, Finished::Done) && !exclusive {
-        return drop_key(shared, c.key);
+        // Its key stays in the running slot until the next start.
+        return;
     }
-    settle(shared, index, c.key, finished, exclusive);
+    settle(shared, index, finished, exclusive);
 }
 
 /// Drop a key (user code) outside every lock, containing its panic.
-fn drop_key<K>(shared: &Shared<K>, key: TaskKey<K>) {
-    if let TaskKey::Keyed(_) = key {
+fn drop_key<K>(shared: &Shared<K>, key: impl Into<Option<TaskKey<K>>>) {
+    if let Some(key @ TaskKey::Keyed(_)) = key.into() {
         if let Err(payload) = catch(move || drop(key)) {
             forget_payload(payload);
             shared.counters.contained();
@@ -248,17 +278,17 @@ fn run_claimed<K>(
 /// Steps 10 and 11, under the lock: put a periodic task back (or stop it),
 /// release an exclusive key, and notify the leader if either moved the head
 /// or emptied a draining pool.
-fn settle<K: Key>(
-    shared: &Shared<K>,
-    index: usize,
-    key: TaskKey<K>,
-    finished: Finished,
-    exclusive: bool,
-) {
+fn settle<K: Key>(shared: &Shared<K>, index: usize, finished: Finished, exclusive: bool) {
     let mut let_go = Vec::new();
-    let leftover = {
+    let (key, leftover) = {
         let mut guard = shared.state.lock();
         let st = &mut *guard;
+        // The run's key, out of the running slot its start put it in.
+        let Some(key) = st.running[index].take() else {
+            debug_assert!(false, "a settled run had no running key");
+            drop(guard);
+            return drop_quietly(finished);
+        };
         let head = st.heap.peek_due();
         let leftover = put_back(shared, st, &key, finished);
         let put_back_moved = st.heap.peek_due() != head;
@@ -271,7 +301,7 @@ fn settle<K: Key>(
         if put_back_moved || release_moved {
             shared.leader_cv.notify_one();
         }
-        leftover
+        (key, leftover)
     };
     drop_key(shared, key);
     let_go.into_iter().for_each(|k| drop_key(shared, k));

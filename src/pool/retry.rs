@@ -1,0 +1,474 @@
+//! Retry policies: a one-shot task that, when it panics, runs again after a
+//! backoff under the same key, up to a number of attempts. Built on the
+//! dynamic periodic task (`periodic.rs`, [`Next`]): the pool sees a
+//! periodic task whose closure catches the job's panic and picks the next
+//! delay, or stops. So a retry is cancelled, replaced and shut down as a
+//! periodic task is, and between attempts it is pending under its key.
+//!
+//! # Ground rules
+//!
+//! - The attempt record ([`Attempts`]) is written only by the task's runs,
+//!   which never overlap, and read by its handle once the task stopped (or
+//!   for a count); its lock is never held across user code.
+
+use super::handle::PeriodicHandle;
+use super::task::TaskKey;
+use super::{Due, Next, Outcome, Repeat, TimerPool};
+use crate::contain::{drop_quietly, panic_message};
+use crate::sync::{Arc, Mutex};
+use crate::Error;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+/// When a task that panicked runs again, and how often: a retry policy for
+/// [`TimerPool::schedule_retrying`].
+///
+/// The delay after the `n`-th failed attempt is `first` for a fixed
+/// backoff, `first * 2^(n-1)` up to `cap` for an exponential one; with
+/// [`jitter`](Self::jitter) a random part of it, up to the given fraction,
+/// is taken off (so retries of many tasks that failed together spread out,
+/// and none waits longer than its backoff).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::Retry;
+///
+/// let policy = Retry::exponential(5, Duration::from_millis(100), Duration::from_secs(2))
+///     .jitter(0.5);
+/// assert_eq!(policy.attempts(), 5);
+/// let fixed = Retry::fixed(3, Duration::from_secs(1));
+/// assert_eq!(fixed.backoff(2), Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Retry {
+    /// Most attempts, the first run included.
+    attempts: u32,
+    /// The delay after the first failure.
+    first: Duration,
+    /// Whether the delay doubles after each failure.
+    exponential: bool,
+    /// The longest delay.
+    cap: Duration,
+    /// The largest fraction of a delay jitter takes off, in `0.0..=1.0`.
+    jitter: f64,
+    /// The jitter's seed; `None`: a random one per task.
+    seed: Option<u64>,
+}
+
+impl Retry {
+    /// Up to `attempts` runs in all, `delay` apart. Zero attempts makes
+    /// scheduling fail with [`Error::InvalidRetry`].
+    pub fn fixed(attempts: u32, delay: Duration) -> Self {
+        Retry {
+            attempts,
+            first: delay,
+            exponential: false,
+            cap: delay,
+            jitter: 0.0,
+            seed: None,
+        }
+    }
+
+    /// Up to `attempts` runs in all; the delay after the first failure is
+    /// `first`, doubling after each further failure, never above `cap`.
+    pub fn exponential(attempts: u32, first: Duration, cap: Duration) -> Self {
+        Retry {
+            exponential: true,
+            cap,
+            ..Retry::fixed(attempts, first)
+        }
+    }
+
+    /// Take a random part, up to `fraction` (`0.0..=1.0`), off each delay.
+    /// Default: 0 (none). Outside that range scheduling fails with
+    /// [`Error::InvalidRetry`].
+    pub fn jitter(mut self, fraction: f64) -> Self {
+        self.jitter = fraction;
+        self
+    }
+
+    /// Seed the jitter, so that a test sees the same delays every time.
+    /// Default: a random seed per task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::Retry;
+    /// let repeatable = Retry::fixed(4, Duration::from_secs(1)).jitter(0.3).jitter_seed(42);
+    /// # let _ = repeatable;
+    /// ```
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Most attempts, the first run included.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The delay after the `failed`-th failed attempt, before jitter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::Retry;
+    /// let policy = Retry::exponential(10, Duration::from_secs(1), Duration::from_secs(5));
+    /// let delays: Vec<u64> = (1..=4).map(|n| policy.backoff(n).as_secs()).collect();
+    /// assert_eq!(delays, [1, 2, 4, 5]);
+    /// ```
+    pub fn backoff(&self, failed: u32) -> Duration {
+        if !self.exponential {
+            return self.first;
+        }
+        let doublings = failed.saturating_sub(1).min(63);
+        let factor = 1u64 << doublings;
+        let scaled = u32::try_from(factor)
+            .ok()
+            .and_then(|f| self.first.checked_mul(f));
+        scaled.map_or(self.cap, |d| d.min(self.cap))
+    }
+
+    /// The policy, checked.
+    fn checked(self) -> Result<Self, Error> {
+        if self.attempts == 0 {
+            return Err(Error::InvalidRetry(
+                "a retry policy needs at least one attempt",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.jitter) {
+            return Err(Error::InvalidRetry("jitter must lie between 0 and 1"));
+        }
+        Ok(self)
+    }
+
+    /// The delay after the `failed`-th failure, jittered by `rng`.
+    fn delay(&self, failed: u32, rng: &mut SplitMix) -> Duration {
+        let d = self.backoff(failed);
+        if self.jitter == 0.0 {
+            return d;
+        }
+        d.saturating_sub(d.mul_f64(self.jitter * rng.unit()))
+    }
+}
+
+/// A small seeded generator for the jitter (splitmix64).
+struct SplitMix(u64);
+
+impl SplitMix {
+    /// The next number in `0.0..1.0`.
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// What a retried task's attempts left, shared by its runs and its handle.
+struct Attempts<T> {
+    /// Attempts made.
+    made: u32,
+    /// The latest attempt's panic message.
+    last_panic: Option<String>,
+    /// The value of the attempt that returned.
+    value: Option<T>,
+}
+
+/// A retried task's final result: its outcome, how many attempts ran, and
+/// the last panic's message.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{ManualClock, Outcome, Retry, TimerPool};
+///
+/// let clock = ManualClock::new();
+/// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
+/// let mut calls = 0;
+/// let h = pool.schedule_retrying("flaky", Duration::ZERO, Retry::fixed(3, Duration::from_secs(1)), move || {
+///     calls += 1;
+///     if calls < 2 { panic!("try {calls} failed") }
+///     calls
+/// })?;
+/// pool.advance_in_steps(&clock, Duration::from_secs(5), 10, Duration::from_secs(10))?;
+/// let done = h.wait();
+/// assert_eq!(done.outcome, Outcome::Completed(2));
+/// assert_eq!(done.attempts, 2);
+/// assert_eq!(done.last_panic.as_deref(), Some("try 1 failed"));
+/// # Ok::<(), timerpool::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retried<T> {
+    /// [`Outcome::Completed`] with the value of the attempt that returned;
+    /// [`Outcome::Panicked`] with the last message once every attempt
+    /// panicked; or why it stopped before (cancelled, replaced, shut down,
+    /// expired).
+    pub outcome: Outcome<T>,
+    /// Attempts that ran.
+    pub attempts: u32,
+    /// The message of the latest attempt that panicked, if any did.
+    pub last_panic: Option<String>,
+}
+
+/// The handle of a retried task ([`TimerPool::schedule_retrying`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{ManualClock, Outcome, Retry, TimerPool};
+/// let clock = ManualClock::new();
+/// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).quiet_panics(true).build()?;
+/// let h = pool.schedule_retrying("sync", Duration::ZERO, Retry::fixed(5, Duration::from_secs(60)), || -> () {
+///     panic!("remote down")
+/// })?;
+/// pool.settle(Duration::from_secs(10))?;
+/// assert_eq!((h.attempts(), h.is_finished(), h.key()), (1, false, Some(&"sync")));
+/// assert!(h.cancel()); // stop retrying
+/// let done = h.wait();
+/// assert_eq!((done.outcome, done.attempts), (Outcome::Cancelled, 1));
+/// # Ok::<(), timerpool::Error>(())
+/// ```
+pub struct RetryHandle<T, K> {
+    /// The periodic task the retries run as.
+    inner: PeriodicHandle<K>,
+    /// What its attempts left.
+    attempts: Arc<Mutex<Attempts<T>>>,
+}
+
+impl<T, K> fmt::Debug for RetryHandle<T, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryHandle")
+            .field("attempts", &self.attempts.lock().made)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, K: Hash + Eq + Clone + Send + 'static> RetryHandle<T, K> {
+    /// Stop the task: true iff it was still live (pending, or an attempt
+    /// running, after which no other follows); the outcome is then
+    /// [`Outcome::Cancelled`].
+    pub fn cancel(&self) -> bool {
+        self.inner.cancel()
+    }
+
+    /// The key; `None` for a keyless task.
+    pub fn key(&self) -> Option<&K> {
+        self.inner.key()
+    }
+
+    /// Attempts that ran so far.
+    pub fn attempts(&self) -> u32 {
+        self.attempts.lock().made
+    }
+
+    /// True once the task has stopped.
+    pub fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    /// Block until the task stops; its result.
+    pub fn wait(self) -> Retried<T> {
+        let RetryHandle { inner, attempts } = self;
+        result(inner.wait(), &attempts)
+    }
+
+    /// Wait at most `timeout` for the task to stop.
+    ///
+    /// # Errors
+    ///
+    /// The handle itself, when the task is still live after `timeout`.
+    pub fn wait_timeout(self, timeout: Duration) -> Result<Retried<T>, Self> {
+        let RetryHandle { inner, attempts } = self;
+        match inner.wait_timeout(timeout) {
+            Ok(outcome) => Ok(result(outcome, &attempts)),
+            Err(inner) => Err(RetryHandle { inner, attempts }),
+        }
+    }
+}
+
+/// The result of a retried task whose periodic task ended with `outcome`.
+fn result<T>(outcome: Outcome<()>, attempts: &Mutex<Attempts<T>>) -> Retried<T> {
+    let mut a = attempts.lock();
+    let outcome = match outcome {
+        Outcome::Completed(()) => match a.value.take() {
+            Some(v) => Outcome::Completed(v),
+            // Stopped after its last attempt panicked.
+            None => Outcome::Panicked(a.last_panic.clone().unwrap_or_default()),
+        },
+        Outcome::Panicked(m) => Outcome::Panicked(m),
+        Outcome::Cancelled => Outcome::Cancelled,
+        Outcome::Replaced => Outcome::Replaced,
+        Outcome::Shutdown => Outcome::Shutdown,
+        Outcome::Expired => Outcome::Expired,
+    };
+    Retried {
+        outcome,
+        attempts: a.made,
+        last_panic: a.last_panic.clone(),
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
+    /// Run `f` at `when` under `key`; if it panics, run it again after the
+    /// backoff `retry` says, until an attempt returns or `retry`'s attempts
+    /// are spent. Between attempts the task is pending under `key`, so a
+    /// schedule of the key replaces it and a cancel stops it, as for any
+    /// task. The handle's [`Retried`] carries the outcome, the attempts
+    /// made and the last panic's message. A retried task is a dynamic
+    /// periodic task underneath: it counts as one in
+    /// [`stats`](Self::stats) (each attempt a periodic run; a panicking
+    /// attempt is caught by the retry, so it shows in [`Retried`], the
+    /// periodic panic counters stay at zero, and it still goes through the
+    /// process's panic hook unless the pool has
+    /// [`quiet_panics`](crate::Builder::quiet_panics)). After a run skipped
+    /// as stale ([`expire_after`](crate::Builder::expire_after)) it tries
+    /// again after the first backoff. A shutdown stops it between attempts
+    /// ([`Outcome::Shutdown`]) unless the pool was built with
+    /// [`Builder::drain_follow_ups`](crate::Builder::drain_follow_ups).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Self::schedule), and [`Error::InvalidRetry`] for
+    /// zero attempts or a jitter outside `0..=1`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{ManualClock, Outcome, Retry, TimerPool};
+    ///
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let policy = Retry::exponential(3, Duration::from_secs(1), Duration::from_secs(60));
+    /// let h = pool.schedule_retrying("upload", Duration::ZERO, policy, || -> () {
+    ///     panic!("server unavailable")
+    /// })?;
+    /// // Attempts at 0 s, 1 s and 3 s.
+    /// pool.advance_in_steps(&clock, Duration::from_secs(10), 10, Duration::from_secs(10))?;
+    /// let done = h.wait();
+    /// assert_eq!(done.outcome, Outcome::Panicked("server unavailable".into()));
+    /// assert_eq!(done.attempts, 3);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn schedule_retrying<F, T>(
+        &self,
+        key: K,
+        when: impl Into<Due>,
+        retry: Retry,
+        f: F,
+    ) -> Result<RetryHandle<T, K>, Error>
+    where
+        F: FnMut() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.add_retrying(TaskKey::Keyed(key), when.into(), retry, f)
+    }
+
+    /// Keyless [`schedule_retrying`](Self::schedule_retrying).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_retrying`](Self::schedule_retrying).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, Retry, TimerPool};
+    /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
+    /// let h = pool.submit_retrying(Duration::ZERO, Retry::fixed(3, Duration::from_millis(1)), || "first try")?;
+    /// let done = h.wait_timeout(Duration::from_secs(10)).unwrap();
+    /// assert_eq!((done.outcome, done.attempts), (Outcome::Completed("first try"), 1));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn submit_retrying<F, T>(
+        &self,
+        when: impl Into<Due>,
+        retry: Retry,
+        f: F,
+    ) -> Result<RetryHandle<T, K>, Error>
+    where
+        F: FnMut() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.add_retrying(self.shared.anon_key(), when.into(), retry, f)
+    }
+
+    /// A retried task, as a dynamic periodic task.
+    fn add_retrying<F, T>(
+        &self,
+        key: TaskKey<K>,
+        when: Due,
+        retry: Retry,
+        f: F,
+    ) -> Result<RetryHandle<T, K>, Error>
+    where
+        F: FnMut() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let retry = match retry.checked() {
+            Ok(r) => r,
+            Err(e) => {
+                self.shared.counters.refused(1);
+                drop_quietly(f);
+                return Err(e);
+            }
+        };
+        let attempts = Arc::new(Mutex::new(Attempts {
+            made: 0,
+            last_panic: None,
+            value: None,
+        }));
+        let seed = retry
+            .seed
+            .unwrap_or_else(|| std::collections::hash_map::RandomState::new().hash_one(0u8));
+        let job = attempt(f, retry, SplitMix(seed), attempts.clone());
+        // Runs after a stale skip as a fixed delay of the first backoff.
+        let repeat = Repeat::fixed_delay(retry.first.max(Duration::from_nanos(1)));
+        let inner = self.add_periodic(key, when, repeat, job, true)?;
+        Ok(RetryHandle { inner, attempts })
+    }
+}
+
+/// The closure the periodic task runs: one attempt of `f`, its panic
+/// caught and recorded, and the pick of what follows.
+fn attempt<F, T>(
+    mut f: F,
+    retry: Retry,
+    mut rng: SplitMix,
+    attempts: Arc<Mutex<Attempts<T>>>,
+) -> impl FnMut() -> Next + Send + 'static
+where
+    F: FnMut() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    move || {
+        let result = catch_unwind(AssertUnwindSafe(&mut f));
+        let mut a = attempts.lock();
+        a.made += 1;
+        match result {
+            Ok(v) => {
+                a.value = Some(v);
+                Next::Stop
+            }
+            Err(payload) => {
+                a.last_panic = Some(panic_message(payload));
+                match a.made < retry.attempts {
+                    true => Next::After(retry.delay(a.made, &mut rng)),
+                    false => Next::Stop,
+                }
+            }
+        }
+    }
+}

@@ -110,8 +110,9 @@ mod sync;
 pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{
-    Builder, Due, Lateness, MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Repeat, Stats,
-    TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
+    Builder, Completion, CompletionKind, CompletionReceiver, Due, Lateness, MissedTicks, Next,
+    OnPanic, Outcome, PeriodicHandle, Repeat, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN,
+    MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

@@ -1,6 +1,7 @@
 //! Configuration of a [`TimerPool`](super::TimerPool): the builder and the
 //! validated [`Config`] the engine keeps.
 
+use super::completions::SinkConfig;
 #[cfg(loom)]
 use super::fault::Fault;
 use super::fault::Faults;
@@ -42,6 +43,8 @@ pub struct Builder<K> {
     expire_after: Option<Duration>,
     /// Everything else, as the pool will keep it.
     config: Config,
+    /// The completion channel and listener asked for (`completions.rs`).
+    sink: SinkConfig<K>,
     /// The key type.
     _key: PhantomData<fn(K)>,
 }
@@ -93,6 +96,7 @@ impl<K> fmt::Debug for Builder<K> {
             .field("workers", &self.workers)
             .field("expire_after", &self.expire_after)
             .field("config", &self.config)
+            .field("sink", &self.sink)
             .finish()
     }
 }
@@ -117,6 +121,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 stack_size: None,
                 faults: Faults::default(),
             },
+            sink: SinkConfig::default(),
             _key: PhantomData,
         }
     }
@@ -322,6 +327,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     pub fn fault(mut self, name: &str) -> Self {
         self.config.faults = Faults::with(Fault::named(name));
         self
+    }
+
+    /// The completion stream asked for, for `completions.rs`.
+    pub(crate) fn sink_mut(&mut self) -> &mut SinkConfig<K> {
+        &mut self.sink
+    }
+
+    /// Take the completion stream asked for, checking its capacity.
+    pub(crate) fn take_sink(&mut self) -> Result<SinkConfig<K>, Error> {
+        if self.sink.capacity == Some(0) {
+            return Err(Error::ZeroCapacity);
+        }
+        Ok(std::mem::take(&mut self.sink))
     }
 
     /// Check the settings and resolve the defaults.

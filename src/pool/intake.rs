@@ -39,8 +39,9 @@ pub(crate) struct Stamp {
 
 /// What admitting leaves to do once the lock is released.
 struct Admitted<K> {
-    /// Pending tasks the arrivals replaced, told `Replaced` after it.
-    replaced: Few<Task>,
+    /// Pending tasks the arrivals replaced (key, due, task), told
+    /// `Replaced` after it.
+    replaced: Few<(TaskKey<K>, i64, Task)>,
     /// Keys to drop after it (user `Drop` never runs under the lock).
     keys: Few<TaskKey<K>>,
     /// Arrivals the heap took.
@@ -149,8 +150,7 @@ impl<K: Key> Shared<K> {
         let held = st.exclusive.take(&a.key, None);
         let replaced_held = held.is_some();
         if let Some(held) = held {
-            out.replaced.push(held.value);
-            out.keys.push(held.key);
+            out.replaced.push((held.key, held.due, held.value));
         }
         let task = a.task;
         let key = if self.faults.has(Fault::ReplaceKeepsOld) {
@@ -164,9 +164,14 @@ impl<K: Key> Shared<K> {
                 seq,
                 replaced: replaced_held,
             },
-            Ok(Inserted::Replaced { seq, old, key, .. }) => {
-                out.replaced.push(old);
-                out.keys.push(key);
+            Ok(Inserted::Replaced {
+                seq,
+                old,
+                old_due,
+                key,
+                ..
+            }) => {
+                out.replaced.push((key, old_due, old));
                 Stamp {
                     seq,
                     replaced: true,
@@ -198,9 +203,10 @@ impl<K: Key> Shared<K> {
     }
 
     /// Once the lock is released: tell the replaced tasks, drop the keys.
-    fn after_admission(&self, replaced: Few<Task>, keys: Few<TaskKey<K>>) {
-        for old in replaced {
-            self.abandon(old, Abandon::Replaced);
+    fn after_admission(&self, replaced: Few<(TaskKey<K>, i64, Task)>, mut keys: Few<TaskKey<K>>) {
+        for (key, due, old) in replaced {
+            self.abandon(&key, due, old, Abandon::Replaced);
+            keys.push(key);
         }
         drop(keys);
     }

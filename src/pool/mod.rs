@@ -20,6 +20,7 @@
 mod broken;
 mod builder;
 mod cancel;
+mod completions;
 mod crew;
 mod exclusive;
 mod fault;
@@ -37,6 +38,7 @@ mod time;
 mod worker;
 
 pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
+pub use completions::{Completion, CompletionKind, CompletionReceiver};
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
@@ -120,16 +122,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// # Errors
     ///
     /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
-    /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
+    /// [`Error::ZeroCapacity`] (of the pool or of its
+    /// [`completions`](Builder::completions) channel), [`Error::CapacityTooLarge`],
     /// [`Error::InvalidThreadName`],
     /// [`Error::SpinTooLong`], [`Error::ZeroExpiry`], [`Error::ThreadStart`] if a
     /// start hook panicked, [`Error::TimeOutOfRange`] for an
     /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the
     /// operating system refused a thread (the ones already started are
     /// stopped).
-    pub fn build(self) -> Result<TimerPool<K>, Error> {
+    pub fn build(mut self) -> Result<TimerPool<K>, Error> {
+        let sink = self.take_sink()?;
         let config = self.validate()?;
-        let shared = Arc::new(Shared::new(config.clone()));
+        let shared = Arc::new(Shared::new(config.clone(), sink.into_sink()));
         let crew = Crew::start(&shared, &config)?;
         Ok(TimerPool { shared, crew })
     }
@@ -683,6 +687,28 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// The pool's current time, as its clock reads it.
     pub fn now(&self) -> Instant {
         self.shared.time.clock().now()
+    }
+
+    /// A receiver of the pool's completion channel, or `None` if the pool
+    /// was built without one ([`Builder::completions`]). Every receiver
+    /// shares one queue: each record goes to one of them. It works in
+    /// `crossbeam_channel::select!`; see [`Completion`] for what a record
+    /// carries and `docs/semantics.md` ("Completion stream") for the rules.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u32>::builder().workers(1).completions(64).build()?;
+    /// let done = pool.completions().unwrap();
+    /// let h = pool.schedule(7, Duration::from_secs(60), || ())?;
+    /// h.cancel();
+    /// let record = done.recv_timeout(Duration::from_secs(10)).unwrap();
+    /// assert_eq!((record.key, record.outcome), (Some(7), Outcome::Cancelled));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn completions(&self) -> Option<CompletionReceiver<K>> {
+        self.shared.completion_receiver()
     }
 
     /// The pool's counters and lateness percentiles.

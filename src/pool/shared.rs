@@ -18,6 +18,7 @@
 //!   5) and `worker.rs` (4, 10, 11).
 
 use super::builder::Config;
+use super::completions::Sink;
 use super::exclusive::ExclusiveKeys;
 use super::fault::{Fault, Faults};
 use super::handoff::Msg;
@@ -97,11 +98,14 @@ pub(crate) struct Shared<K> {
     pub(crate) settled: Condvar,
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
+    /// The completion stream, if the pool was built with one
+    /// (`completions.rs`); `None` costs one branch per ended task.
+    pub(crate) completions: Option<Sink<K>>,
 }
 
 impl<K: Key> Shared<K> {
     /// The engine of a pool configured by `config`, with nothing pending.
-    pub(crate) fn new(config: Config) -> Self {
+    pub(crate) fn new(config: Config, completions: Option<Sink<K>>) -> Self {
         let (tx, rx) = unbounded();
         let faults = config.faults;
         Shared {
@@ -124,6 +128,7 @@ impl<K: Key> Shared<K> {
             config,
             anon: AtomicU64::new(0),
             faults,
+            completions,
         }
     }
 
@@ -148,11 +153,14 @@ impl<K: Key> Shared<K> {
         }
     }
 
-    /// Give a removed task its outcome, and count it (outside the lock).
-    pub(crate) fn abandon(&self, task: Task, why: Abandon) {
+    /// Give a removed task (under `key`, due at `due`) its outcome, count
+    /// it and report it (outside the lock).
+    pub(crate) fn abandon(&self, key: &TaskKey<K>, due: i64, task: Task, why: Abandon) {
         // A periodic task is counted by its stand-in or itself, once.
         self.counters.abandoned(why);
+        let periodic = task.is_periodic();
         task.abandon(why);
+        self.report_removed(key, due, periodic, why);
     }
 }
 

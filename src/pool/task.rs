@@ -125,8 +125,9 @@ pub(crate) enum Runnable {
 /// delivers its outcome.
 pub(crate) trait OnceJob: Send {
     /// Run on a worker, catching a panic; `finish` reads the pool's clock
-    /// once the run returned.
-    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> Ran;
+    /// once the run returned. A panic's message comes back too when
+    /// `ctx.keep_panic` asks for it.
+    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> (Ran, Option<String>);
     /// Skip the run because it is stale.
     fn expire(self: Box<Self>, claimed: Instant);
     /// Drop the task unrun and deliver `why`.
@@ -199,7 +200,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> Ran {
+    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> (Ran, Option<String>) {
         let OneShot { f, slot } = *self;
         let result = catch_unwind(AssertUnwindSafe(f));
         if slot.unwatched() {
@@ -209,20 +210,21 @@ where
             return match result {
                 Ok(v) => {
                     drop_quietly(v);
-                    Ran::Completed
+                    (Ran::Completed, None)
                 }
-                Err(payload) => {
-                    forget_payload(payload);
-                    Ran::Panicked
-                }
+                Err(payload) => (Ran::Panicked, kept_message(ctx, payload)),
             };
         }
-        let (ran, outcome) = match result {
-            Ok(v) => (Ran::Completed, Outcome::Completed(v)),
-            Err(payload) => (Ran::Panicked, Outcome::Panicked(panic_message(payload))),
+        let (ran, outcome, kept) = match result {
+            Ok(v) => (Ran::Completed, Outcome::Completed(v), None),
+            Err(payload) => {
+                let msg = panic_message(payload);
+                let kept = ctx.keep_panic.then(|| msg.clone());
+                (Ran::Panicked, Outcome::Panicked(msg), kept)
+            }
         };
         slot.deliver(outcome, Stamps::ran(ctx.claimed, ctx.started, finish().at));
-        ran
+        (ran, kept)
     }
 
     fn expire(self: Box<Self>, claimed: Instant) {
@@ -238,7 +240,19 @@ where
     }
 }
 
-/// A one-shot task without a handle: its outcome is only counted.
+/// The message of a panic nobody holds a handle for, if a completion stream
+/// wants it (`ctx.keep_panic`); the payload is disposed of either way.
+fn kept_message(ctx: &RunCtx, payload: Box<dyn std::any::Any + Send>) -> Option<String> {
+    if ctx.keep_panic {
+        Some(panic_message(payload))
+    } else {
+        forget_payload(payload);
+        None
+    }
+}
+
+/// A one-shot task without a handle: its outcome is only counted (and
+/// reported to a completion stream, if the pool has one).
 pub(crate) struct Detached<F>(F);
 
 impl<F> Detached<F> {
@@ -252,13 +266,10 @@ impl<F> OnceJob for Detached<F>
 where
     F: FnOnce() + Send + 'static,
 {
-    fn run(self: Box<Self>, _: &RunCtx, _: &dyn Fn() -> Now) -> Ran {
+    fn run(self: Box<Self>, ctx: &RunCtx, _: &dyn Fn() -> Now) -> (Ran, Option<String>) {
         match catch_unwind(AssertUnwindSafe(self.0)) {
-            Ok(()) => Ran::Completed,
-            Err(payload) => {
-                forget_payload(payload);
-                Ran::Panicked
-            }
+            Ok(()) => (Ran::Completed, None),
+            Err(payload) => (Ran::Panicked, kept_message(ctx, payload)),
         }
     }
 

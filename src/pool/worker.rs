@@ -181,7 +181,7 @@ fn claim_one<K: Key>(
 
 /// Run one claimed task, then settle what the run left.
 fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
-    let finished = run_claimed(shared, index, c.task, c.due, c.claimed);
+    let finished = run_claimed(shared, index, c.task, &c.key, c.due, c.claimed);
     let exclusive = shared.config.exclusive_keys && matches!(c.key, TaskKey::Keyed(_));
     if matches!(finished, Finished::Done) && !exclusive {
         return drop_key(shared, c.key);
@@ -200,11 +200,12 @@ fn drop_key<K>(shared: &Shared<K>, key: TaskKey<K>) {
 }
 
 /// Run (or, past the staleness tolerance, expire) a claimed task outside
-/// every lock, and count the run.
-fn run_claimed<K>(
+/// every lock, count the run, and report it to a completion stream.
+fn run_claimed<K: Key>(
     shared: &Shared<K>,
     index: usize,
     task: Runnable,
+    key: &TaskKey<K>,
     due: i64,
     claimed: std::time::Instant,
 ) -> Finished {
@@ -215,33 +216,43 @@ fn run_claimed<K>(
         claimed,
         started: started.at,
         started_ns: started.ns,
+        keep_panic: shared.reports(),
     };
     let late = started.ns.saturating_sub(due);
     let stale = shared.config.expire_after.is_some_and(|t| late > t);
     let finish = || shared.time.now();
-    let (ran, finished) = match task {
+    let (ran, panic, finished) = match task {
         Runnable::Once(job) if stale => {
             job.expire(claimed);
-            (Ran::Expired, Finished::Done)
+            (Ran::Expired, None, Finished::Done)
         }
-        Runnable::Once(job) => (job.run(&ctx, &finish), Finished::Done),
+        Runnable::Once(job) => {
+            let (ran, panic) = job.run(&ctx, &finish);
+            (ran, panic, Finished::Done)
+        }
         Runnable::Periodic(mut job) => {
             let (ran, after) = if stale {
                 (Ran::Expired, job.expire(&ctx))
             } else {
                 job.run(&ctx, &finish)
             };
+            let panic = (ctx.keep_panic && ran == Ran::Panicked)
+                .then(|| job.ctl().last_panic())
+                .flatten();
             let finished = match after {
                 After::Again(next) => Finished::Again(next, job),
                 After::Stop(outcome) => Finished::Stop(job, outcome),
             };
-            (ran, finished)
+            (ran, panic, finished)
         }
     };
     let periodic = !matches!(finished, Finished::Done);
     shared
         .counters
         .ran(index, (!stale).then_some(late), ran, periodic);
+    if ctx.keep_panic {
+        shared.report_run(key, &ctx, ran, panic, periodic);
+    }
     finished
 }
 
@@ -273,7 +284,6 @@ fn settle<K: Key>(
         }
         leftover
     };
-    drop_key(shared, key);
     let_go.into_iter().for_each(|k| drop_key(shared, k));
     match leftover {
         Leftover::Nothing => {}
@@ -287,9 +297,15 @@ fn settle<K: Key>(
             shared
                 .counters
                 .stopped(index, matches!(outcome, Outcome::Panicked(_)));
+            let last_run = job.ctl().last_run();
+            let report = shared.reports().then(|| outcome.clone());
             job.finish(outcome);
+            if let Some(outcome) = report {
+                shared.report_end(&key, outcome, last_run);
+            }
         }
     }
+    drop_key(shared, key);
 }
 
 /// Step 10: swap a periodic task back in for its stand-in at its next due

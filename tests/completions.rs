@@ -1,0 +1,322 @@
+//! Tests for the completion stream: one record per task's end, for handle
+//! and detached tasks alike, periodic runs and ends, tasks removed unrun;
+//! the slow-consumer rule (a full channel drops and counts, never blocks);
+//! a contained listener panic; and a job runner that reacts to every outcome
+//! of 10,000 flaky jobs without polling.
+
+mod common;
+use common::*;
+
+use crossbeam_channel::select;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use timerpool::{
+    Completion, CompletionKind, Error, ManualClock, Next, OnPanic, Outcome, Repeat, TimerPool,
+};
+
+/// A pool on a manual clock with a completion channel of `capacity`.
+fn streaming_pool(workers: usize, capacity: usize) -> (ManualClock, TimerPool<&'static str>) {
+    let clock = ManualClock::new();
+    let pool = TimerPool::builder()
+        .workers(workers)
+        .clock(clock.clone())
+        .quiet_panics(true)
+        .completions(capacity)
+        .build()
+        .unwrap();
+    (clock, pool)
+}
+
+/// Every record waiting in `rx` (the pool is quiet or joined).
+fn drain<K>(rx: &timerpool::CompletionReceiver<K>) -> Vec<Completion<K>> {
+    rx.try_iter().collect()
+}
+
+#[test]
+fn every_kind_of_end_sends_one_record() {
+    let (clock, pool) = streaming_pool(2, 64);
+    let rx = pool.completions().expect("configured");
+    let ran = pool.schedule("ran", Duration::from_secs(1), || 1).unwrap();
+    pool.schedule_detached("detached", Duration::from_secs(1), || panic!("boom"))
+        .unwrap();
+    pool.submit_detached(Duration::from_secs(1), || ()).unwrap();
+    pool.schedule_detached("cancelled", Duration::from_secs(60), || ())
+        .unwrap();
+    assert!(pool.cancel(&"cancelled"));
+    let old = pool
+        .schedule("replaced", Duration::from_secs(60), || 0)
+        .unwrap();
+    pool.schedule_detached("replaced", Duration::from_secs(90), || ())
+        .unwrap();
+    assert_eq!(done(old), Outcome::Replaced);
+    clock.advance(Duration::from_secs(1));
+    pool.settle(BOUND).unwrap();
+    assert_eq!(done(ran), Outcome::Completed(1));
+
+    let mut seen: HashMap<Option<&str>, Completion<&str>> = HashMap::new();
+    for r in drain(&rx) {
+        assert_eq!(r.kind, CompletionKind::OneShot);
+        assert!(seen.insert(r.key, r).is_none(), "two records for one key");
+    }
+    assert_eq!(seen[&Some("ran")].outcome, Outcome::Completed(()));
+    let boom = &seen[&Some("detached")];
+    assert_eq!(boom.outcome, Outcome::Panicked("boom".into()));
+    let (due, started, finished) = (
+        boom.due.unwrap(),
+        boom.started.unwrap(),
+        boom.finished.unwrap(),
+    );
+    assert!(due <= started && started <= finished, "{boom:?}");
+    assert_eq!(seen[&None].outcome, Outcome::Completed(()));
+    assert_eq!(seen[&Some("cancelled")].outcome, Outcome::Cancelled);
+    assert_eq!(seen[&Some("cancelled")].started, None);
+    assert_eq!(seen[&Some("replaced")].outcome, Outcome::Replaced);
+    assert_eq!(seen.len(), 5);
+
+    // The replacement is still pending: shutdown_now removes it.
+    assert_eq!(pool.shutdown_now(), vec!["replaced"]);
+    let rest = drain(&rx);
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].key, Some("replaced"));
+    assert_eq!(rest[0].outcome, Outcome::Shutdown);
+    assert_eq!(pool.stats().completions_dropped, 0);
+}
+
+#[test]
+fn a_stale_task_is_reported_expired() {
+    let clock = ManualClock::new();
+    let pool = TimerPool::<u8>::builder()
+        .workers(1)
+        .clock(clock.clone())
+        .expire_after(Duration::from_millis(10))
+        .completions(8)
+        .build()
+        .unwrap();
+    let rx = pool.completions().unwrap();
+    pool.schedule_detached(1, Duration::from_secs(1), || ())
+        .unwrap();
+    clock.advance(Duration::from_secs(2));
+    pool.settle(BOUND).unwrap();
+    let r = rx.recv_timeout(BOUND).unwrap();
+    assert_eq!(
+        (r.key, r.outcome, r.started),
+        (Some(1), Outcome::Expired, None)
+    );
+}
+
+#[test]
+fn periodic_runs_and_the_end_are_reported() {
+    let (clock, pool) = streaming_pool(1, 64);
+    let rx = pool.completions().unwrap();
+    let runs = AtomicU32::new(0);
+    let h = pool
+        .schedule_dynamic(
+            "beat",
+            Duration::from_secs(1),
+            Repeat::fixed_delay(Duration::from_secs(1)).on_panic(OnPanic::Continue),
+            move || match runs.fetch_add(1, SeqCst) {
+                0 => Next::OnSchedule,
+                1 => panic!("second beat"),
+                _ => Next::Stop,
+            },
+        )
+        .unwrap();
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(1));
+        pool.settle(BOUND).unwrap();
+    }
+    assert_eq!(h.wait_timeout(BOUND).ok().unwrap(), Outcome::Completed(()));
+    pool.shutdown();
+    let got: Vec<(CompletionKind, Outcome<()>)> = drain(&rx)
+        .into_iter()
+        .map(|r| (r.kind, r.outcome))
+        .collect();
+    use CompletionKind::*;
+    assert_eq!(
+        got,
+        vec![
+            (PeriodicRun, Outcome::Completed(())),
+            (PeriodicRun, Outcome::Panicked("second beat".into())),
+            (PeriodicRun, Outcome::Completed(())),
+            (PeriodicEnd, Outcome::Completed(())),
+        ]
+    );
+}
+
+#[test]
+fn a_periodic_task_stopped_by_shutdown_ends_once() {
+    let (_clock, pool) = streaming_pool(1, 8);
+    let rx = pool.completions().unwrap();
+    let h = pool
+        .schedule_repeating(
+            "tick",
+            Duration::from_secs(1),
+            Repeat::fixed_rate(Duration::from_secs(1)),
+            || (),
+        )
+        .unwrap();
+    pool.shutdown();
+    assert_eq!(h.wait_timeout(BOUND).ok().unwrap(), Outcome::Shutdown);
+    let got = drain(&rx);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].kind, CompletionKind::PeriodicEnd);
+    assert_eq!(got[0].outcome, Outcome::Shutdown);
+}
+
+#[test]
+fn a_full_channel_drops_and_counts_and_never_blocks_a_worker() {
+    let (clock, pool) = streaming_pool(2, 4);
+    let rx = pool.completions().unwrap();
+    for _ in 0..10 {
+        pool.submit_detached(Duration::from_secs(1), || ()).unwrap();
+    }
+    clock.advance(Duration::from_secs(1));
+    // Nobody reads: the workers still finish every task.
+    pool.settle(BOUND).unwrap();
+    let s = pool.stats();
+    assert_eq!(s.completed, 10);
+    assert_eq!(s.completions_dropped, 6);
+    assert_eq!(rx.len(), 4, "the channel holds its capacity");
+    // Once the consumer catches up, records flow again.
+    assert_eq!(drain(&rx).len(), 4);
+    pool.submit_detached(Duration::ZERO, || ()).unwrap();
+    assert!(rx.recv_timeout(BOUND).is_ok());
+    assert_eq!(pool.stats().completions_dropped, 6);
+}
+
+#[test]
+fn a_consumer_that_cancels_cannot_deadlock_on_a_full_channel() {
+    let (_clock, pool) = streaming_pool(1, 1);
+    let rx = pool.completions().unwrap();
+    pool.schedule_detached("a", Duration::from_secs(60), || ())
+        .unwrap();
+    pool.schedule_detached("b", Duration::from_secs(60), || ())
+        .unwrap();
+    // The consumer's own cancels fill the channel; the second one returns.
+    assert!(pool.cancel(&"a"));
+    assert!(pool.cancel(&"b"));
+    assert_eq!(rx.recv_timeout(BOUND).unwrap().key, Some("a"));
+    assert_eq!(pool.stats().completions_dropped, 1);
+}
+
+#[test]
+fn a_listener_sees_every_end_and_its_panic_is_contained() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let clock = ManualClock::new();
+    let pool = TimerPool::<u32>::builder()
+        .workers(2)
+        .clock(clock.clone())
+        .quiet_panics(true)
+        .completions(16)
+        .on_completion(move |c: &Completion<u32>| {
+            log.lock().unwrap().push((c.key, c.outcome.clone()));
+            if c.key == Some(13) {
+                panic!("unlucky listener");
+            }
+        })
+        .build()
+        .unwrap();
+    let rx = pool.completions().unwrap();
+    for k in 10..15 {
+        pool.schedule_detached(k, Duration::from_secs(1), || ())
+            .unwrap();
+    }
+    clock.advance(Duration::from_secs(1));
+    pool.settle(BOUND).unwrap();
+    let mut keys: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.unwrap())
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, vec![10, 11, 12, 13, 14]);
+    // The channel still got the record whose listener call panicked.
+    assert_eq!(drain(&rx).len(), 5);
+    let s = pool.stats();
+    assert_eq!((s.completed, s.contained_panics), (5, 1));
+}
+
+#[test]
+fn the_channel_works_in_select() {
+    let (clock, pool) = streaming_pool(1, 8);
+    let done = pool.completions().unwrap();
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
+    pool.schedule_detached("job", Duration::from_secs(1), || ())
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+    select! {
+        recv(done) -> r => assert_eq!(r.unwrap().key, Some("job")),
+        recv(stop_rx) -> _ => panic!("stopped"),
+        default(BOUND) => panic!("no record within {BOUND:?}"),
+    }
+    drop(stop_tx);
+}
+
+#[test]
+fn without_a_stream_there_is_no_receiver_and_a_zero_capacity_is_refused() {
+    let pool = TimerPool::<u8>::builder().workers(1).build().unwrap();
+    assert!(pool.completions().is_none());
+    let err = TimerPool::<u8>::builder()
+        .workers(1)
+        .completions(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(err, Error::ZeroCapacity);
+}
+
+/// A job runner: 10,000 flaky jobs, each retried until it succeeds, driven
+/// only by the completion channel (a blocking `recv`, no sweep of handles).
+/// In flight (pending jobs plus unread records) never exceeds the number of
+/// jobs, so a channel of that capacity can never drop a record.
+#[test]
+fn a_runner_reacts_to_every_outcome_of_ten_thousand_flaky_jobs() {
+    const JOBS: u32 = 10_000;
+    let pool = TimerPool::<u32>::builder()
+        .workers(2)
+        .quiet_panics(true)
+        .completions(JOBS as usize)
+        .build()
+        .unwrap();
+    let done = pool.completions().unwrap();
+    let attempts: Arc<Vec<AtomicU32>> = Arc::new((0..JOBS).map(|_| AtomicU32::new(0)).collect());
+    let job = |id: u32, attempts: Arc<Vec<AtomicU32>>| {
+        move || {
+            // Every job fails its first two attempts, and every third job a
+            // third time.
+            let n = attempts[id as usize].fetch_add(1, SeqCst);
+            if n < 2 || (id.is_multiple_of(3) && n < 3) {
+                panic!("flaky job {id} attempt {n}");
+            }
+        }
+    };
+    for id in 0..JOBS {
+        pool.schedule_detached(id, Duration::ZERO, job(id, attempts.clone()))
+            .unwrap();
+    }
+    let (mut succeeded, mut retries) = (0u32, 0usize);
+    while succeeded < JOBS {
+        let r = done.recv_timeout(BOUND).expect("a record within the bound");
+        let id = r.key.expect("keyed");
+        match r.outcome {
+            Outcome::Completed(()) => succeeded += 1,
+            Outcome::Panicked(msg) => {
+                assert!(msg.starts_with(&format!("flaky job {id} ")), "{msg}");
+                retries += 1;
+                pool.schedule_detached(id, Duration::from_millis(1), job(id, attempts.clone()))
+                    .unwrap();
+            }
+            other => panic!("job {id}: {other:?}"),
+        }
+    }
+    assert_eq!(retries, 2 * JOBS as usize + (JOBS as usize).div_ceil(3));
+    let s = pool.stats();
+    assert_eq!(s.completions_dropped, 0);
+    assert_eq!(s.completed, u64::from(JOBS));
+    let runs: usize = attempts.iter().map(|a| a.load(SeqCst) as usize).sum();
+    assert_eq!(runs, JOBS as usize + retries);
+    assert!(done.try_recv().is_err(), "a record for a job already done");
+}

@@ -1,7 +1,7 @@
 //! Configuration of a [`TimerPool`](super::TimerPool): the builder and the
 //! validated [`Config`] the engine keeps.
 
-use super::completions::SinkConfig;
+use super::completions::Observe;
 #[cfg(loom)]
 use super::fault::Fault;
 use super::fault::Faults;
@@ -43,8 +43,9 @@ pub struct Builder<K> {
     expire_after: Option<Duration>,
     /// Everything else, as the pool will keep it.
     config: Config,
-    /// The completion channel and listener asked for (`completions.rs`).
-    sink: SinkConfig<K>,
+    /// The completion channel and listener asked for (`completions.rs`),
+    /// and the tracing key format (`trace.rs`).
+    observe: Observe<K>,
     /// The key type.
     _key: PhantomData<fn(K)>,
 }
@@ -96,7 +97,7 @@ impl<K> fmt::Debug for Builder<K> {
             .field("workers", &self.workers)
             .field("expire_after", &self.expire_after)
             .field("config", &self.config)
-            .field("sink", &self.sink)
+            .field("observe", &self.observe)
             .finish()
     }
 }
@@ -121,7 +122,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 stack_size: None,
                 faults: Faults::default(),
             },
-            sink: SinkConfig::default(),
+            observe: Observe::default(),
             _key: PhantomData,
         }
     }
@@ -329,17 +330,17 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
-    /// The completion stream asked for, for `completions.rs`.
-    pub(crate) fn sink_mut(&mut self) -> &mut SinkConfig<K> {
-        &mut self.sink
+    /// What observes the pool, for `completions.rs` and `trace.rs`.
+    pub(crate) fn observe_mut(&mut self) -> &mut Observe<K> {
+        &mut self.observe
     }
 
-    /// Take the completion stream asked for, checking its capacity.
-    pub(crate) fn take_sink(&mut self) -> Result<SinkConfig<K>, Error> {
-        if self.sink.capacity == Some(0) {
+    /// Take what observes the pool, checking the completion capacity.
+    pub(crate) fn take_observe(&mut self) -> Result<Observe<K>, Error> {
+        if self.observe.capacity == Some(0) {
             return Err(Error::ZeroCapacity);
         }
-        Ok(std::mem::take(&mut self.sink))
+        Ok(std::mem::take(&mut self.observe))
     }
 
     /// Check the settings and resolve the defaults.

@@ -79,6 +79,8 @@ impl<K: Key> Shared<K> {
             }
             stopped
         };
+        #[cfg(feature = "tracing")]
+        super::trace::shutdown("drain", stopped.len());
         for entry in stopped {
             self.abandon(&entry.key, entry.due, entry.value, Abandon::Shutdown);
         }
@@ -106,6 +108,8 @@ impl<K: Key> Shared<K> {
             self.leader_cv.notify_one();
             drained
         };
+        #[cfg(feature = "tracing")]
+        super::trace::shutdown("now", drained.len());
         let mut keys = Vec::new();
         for entry in drained {
             let stand_in = entry.value.is_stand_in();

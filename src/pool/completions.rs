@@ -99,42 +99,48 @@ impl<K> fmt::Debug for Sink<K> {
     }
 }
 
-/// What the builder was told about the stream.
-pub(crate) struct SinkConfig<K> {
+/// What the builder was told about observing the pool: the completion
+/// stream and, with the `tracing` feature, how to format keys.
+pub(crate) struct Observe<K> {
     /// Capacity of the channel, if one was asked for.
     pub(crate) capacity: Option<usize>,
     /// The listener, if one was given.
     pub(crate) listener: Option<Listener<K>>,
+    /// How keys are formatted in tracing spans and events (`trace.rs`).
+    #[cfg(feature = "tracing")]
+    pub(crate) key_format: Option<super::trace::KeyFormat<K>>,
 }
 
-impl<K> Default for SinkConfig<K> {
+impl<K> Default for Observe<K> {
     fn default() -> Self {
-        SinkConfig {
+        Observe {
             capacity: None,
             listener: None,
+            #[cfg(feature = "tracing")]
+            key_format: None,
         }
     }
 }
 
-impl<K> fmt::Debug for SinkConfig<K> {
+impl<K> fmt::Debug for Observe<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SinkConfig")
+        f.debug_struct("Observe")
             .field("capacity", &self.capacity)
             .field("listener", &self.listener.is_some())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
-impl<K> SinkConfig<K> {
+impl<K> Observe<K> {
     /// The sink, or `None` when neither a channel nor a listener was asked
     /// for (the capacity was validated by the builder).
-    pub(crate) fn into_sink(self) -> Option<Sink<K>> {
+    pub(crate) fn sink(&mut self) -> Option<Sink<K>> {
         if self.capacity.is_none() && self.listener.is_none() {
             return None;
         }
         Some(Sink {
             channel: self.capacity.map(bounded),
-            listener: self.listener,
+            listener: self.listener.take(),
         })
     }
 }
@@ -174,7 +180,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn completions(mut self, capacity: usize) -> Self {
-        self.sink_mut().capacity = Some(capacity);
+        self.observe_mut().capacity = Some(capacity);
         self
     }
 
@@ -211,7 +217,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         mut self,
         listener: impl Fn(&Completion<K>) + Send + Sync + 'static,
     ) -> Self {
-        self.sink_mut().listener = Some(Arc::new(listener));
+        self.observe_mut().listener = Some(Arc::new(listener));
         self
     }
 }

@@ -35,6 +35,8 @@ mod shared;
 mod stats;
 mod task;
 mod time;
+#[cfg(feature = "tracing")]
+mod trace;
 mod worker;
 
 pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
@@ -131,9 +133,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// operating system refused a thread (the ones already started are
     /// stopped).
     pub fn build(mut self) -> Result<TimerPool<K>, Error> {
-        let sink = self.take_sink()?;
+        let observe = self.take_observe()?;
         let config = self.validate()?;
-        let shared = Arc::new(Shared::new(config.clone(), sink.into_sink()));
+        let shared = Arc::new(Shared::new(config.clone(), observe));
         let crew = Crew::start(&shared, &config)?;
         Ok(TimerPool { shared, crew })
     }
@@ -920,6 +922,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             return Ok(arrivals);
         }
         self.shared.counters.refused(bad + arrivals.len() as u64);
+        #[cfg(feature = "tracing")]
+        trace::refused(bad + arrivals.len() as u64, &Error::TimeOutOfRange);
         arrivals.into_iter().for_each(|a| drop_quietly(a.task));
         Err(Error::TimeOutOfRange)
     }
@@ -949,9 +953,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         stamped: impl FnMut(usize, Stamp),
     ) -> Result<(), Error> {
         let n = arrivals.len() as u64;
-        self.shared
-            .admit(arrivals, stamped)
-            .inspect_err(|_| self.shared.counters.refused(n))
+        self.shared.admit(arrivals, stamped).inspect_err(|_e| {
+            self.shared.counters.refused(n);
+            #[cfg(feature = "tracing")]
+            trace::refused(n, _e);
+        })
     }
 
     /// `when` in the pool's nanoseconds.
@@ -963,6 +969,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// (containing a panic from its `Drop`), and give the error back.
     fn refuse<F>(&self, f: F, e: Error) -> Error {
         self.shared.counters.refused(1);
+        #[cfg(feature = "tracing")]
+        trace::refused(1, &e);
         drop_quietly(f);
         e
     }

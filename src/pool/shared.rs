@@ -18,7 +18,7 @@
 //!   5) and `worker.rs` (4, 10, 11).
 
 use super::builder::Config;
-use super::completions::Sink;
+use super::completions::{Observe, Sink};
 use super::exclusive::ExclusiveKeys;
 use super::fault::{Fault, Faults};
 use super::handoff::Msg;
@@ -101,11 +101,14 @@ pub(crate) struct Shared<K> {
     /// The completion stream, if the pool was built with one
     /// (`completions.rs`); `None` costs one branch per ended task.
     pub(crate) completions: Option<Sink<K>>,
+    /// How keys are formatted in tracing spans and events (`trace.rs`).
+    #[cfg(feature = "tracing")]
+    pub(crate) key_format: Option<super::trace::KeyFormat<K>>,
 }
 
 impl<K: Key> Shared<K> {
     /// The engine of a pool configured by `config`, with nothing pending.
-    pub(crate) fn new(config: Config, completions: Option<Sink<K>>) -> Self {
+    pub(crate) fn new(config: Config, mut observe: Observe<K>) -> Self {
         let (tx, rx) = unbounded();
         let faults = config.faults;
         Shared {
@@ -128,7 +131,9 @@ impl<K: Key> Shared<K> {
             config,
             anon: AtomicU64::new(0),
             faults,
-            completions,
+            completions: observe.sink(),
+            #[cfg(feature = "tracing")]
+            key_format: observe.key_format,
         }
     }
 
@@ -160,6 +165,8 @@ impl<K: Key> Shared<K> {
         self.counters.abandoned(why);
         let periodic = task.is_periodic();
         task.abandon(why);
+        #[cfg(feature = "tracing")]
+        self.trace_removed(key, why);
         self.report_removed(key, due, periodic, why);
     }
 }

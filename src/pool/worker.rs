@@ -216,11 +216,15 @@ fn run_claimed<K: Key>(
         claimed,
         started: started.at,
         started_ns: started.ns,
-        keep_panic: shared.reports(),
+        keep_panic: shared.reports() || cfg!(feature = "tracing"),
     };
     let late = started.ns.saturating_sub(due);
     let stale = shared.config.expire_after.is_some_and(|t| late > t);
     let finish = || shared.time.now();
+    #[cfg(feature = "tracing")]
+    let span = shared
+        .run_span(key, matches!(task, Runnable::Periodic(_)), late)
+        .entered();
     let (ran, panic, finished) = match task {
         Runnable::Once(job) if stale => {
             job.expire(claimed);
@@ -250,7 +254,12 @@ fn run_claimed<K: Key>(
     shared
         .counters
         .ran(index, (!stale).then_some(late), ran, periodic);
-    if ctx.keep_panic {
+    #[cfg(feature = "tracing")]
+    {
+        shared.trace_ran(ran, panic.as_deref());
+        drop(span);
+    }
+    if shared.reports() {
         shared.report_run(key, &ctx, ran, panic, periodic);
     }
     finished

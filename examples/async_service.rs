@@ -57,7 +57,7 @@ async fn client(service: Arc<Service>, session: u64) -> Outcome<u64> {
         tokio::time::sleep(Duration::from_millis(10 + (session * 7 + r * 13) % 40)).await;
         timeout = service.touch(session);
     }
-    if session % 3 == 0 {
+    if session.is_multiple_of(3) {
         // Logout: the timeout never fires.
         service.pool.cancel(&session);
     }

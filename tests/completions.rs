@@ -313,10 +313,88 @@ fn a_runner_reacts_to_every_outcome_of_ten_thousand_flaky_jobs() {
         }
     }
     assert_eq!(retries, 2 * JOBS as usize + (JOBS as usize).div_ceil(3));
+    // A run is reported before it is counted: join the workers to read
+    // final counters.
+    pool.shutdown();
     let s = pool.stats();
     assert_eq!(s.completions_dropped, 0);
     assert_eq!(s.completed, u64::from(JOBS));
     let runs: usize = attempts.iter().map(|a| a.load(SeqCst) as usize).sum();
     assert_eq!(runs, JOBS as usize + retries);
     assert!(done.try_recv().is_err(), "a record for a job already done");
+}
+
+/// A key whose `Clone` panics once `BAD_CLONES` is set.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Fragile(u32);
+
+static BAD_CLONES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        if BAD_CLONES.load(SeqCst) && self.0 == 2 {
+            panic!("cannot clone key {}", self.0);
+        }
+        Fragile(self.0)
+    }
+}
+
+#[test]
+fn a_key_whose_clone_panics_loses_only_its_record() {
+    let clock = ManualClock::new();
+    let pool = TimerPool::<Fragile>::builder()
+        .workers(1)
+        .clock(clock.clone())
+        .quiet_panics(true)
+        .completions(8)
+        .build()
+        .unwrap();
+    let rx = pool.completions().unwrap();
+    let h1 = pool
+        .schedule(Fragile(1), Duration::from_secs(1), || 1)
+        .unwrap();
+    let h2 = pool
+        .schedule(Fragile(2), Duration::from_secs(1), || 2)
+        .unwrap();
+    BAD_CLONES.store(true, SeqCst);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(done(h1), Outcome::Completed(1));
+    assert_eq!(
+        done(h2),
+        Outcome::Completed(2),
+        "the task itself is unharmed"
+    );
+    pool.settle(BOUND).unwrap();
+    let keys: Vec<_> = drain(&rx).into_iter().map(|r| r.key).collect();
+    assert_eq!(keys, vec![Some(Fragile(1))]);
+    let s = pool.stats();
+    assert_eq!((s.completions_dropped, s.contained_panics), (1, 1));
+}
+
+#[test]
+fn a_listener_may_call_the_pool() {
+    // The listener reads the pool (which takes its lock): it would deadlock
+    // if it ran under the lock.
+    let pool_cell: Arc<std::sync::OnceLock<std::sync::Weak<TimerPool<u8>>>> = Arc::default();
+    let lens = Arc::new(Mutex::new(Vec::new()));
+    let (cell, seen) = (pool_cell.clone(), lens.clone());
+    let pool = Arc::new(
+        TimerPool::<u8>::builder()
+            .workers(1)
+            .on_completion(move |_| {
+                if let Some(pool) = cell.get().and_then(|w| w.upgrade()) {
+                    seen.lock().unwrap().push(pool.len());
+                }
+            })
+            .build()
+            .unwrap(),
+    );
+    pool_cell.set(Arc::downgrade(&pool)).unwrap();
+    let far = pool.schedule(9, Duration::from_secs(60), || ()).unwrap();
+    let now = pool.schedule(1, Duration::ZERO, || ()).unwrap();
+    assert_eq!(done(now), Outcome::Completed(()));
+    pool.settle(BOUND).unwrap();
+    assert_eq!(*lens.lock().unwrap(), vec![1], "the far task was pending");
+    assert!(far.cancel());
+    assert_eq!(*lens.lock().unwrap(), vec![1, 0]);
 }

@@ -225,20 +225,45 @@ fn run_claimed<K: Key>(
     let span = shared
         .run_span(key, matches!(task, Runnable::Periodic(_)), late)
         .entered();
-    let (ran, panic, finished) = match task {
+    let (ran, panic, finished) = run_task(task, &ctx, stale, &finish);
+    let periodic = !matches!(finished, Finished::Done);
+    #[cfg(feature = "tracing")]
+    {
+        shared.trace_ran(ran, panic.as_deref());
+        drop(span);
+    }
+    // Reported before it is counted: a run `settle` sees ended is reported.
+    if shared.reports() {
+        shared.report_run(key, &ctx, ran, panic, periodic);
+    }
+    shared
+        .counters
+        .ran(index, (!stale).then_some(late), ran, periodic);
+    finished
+}
+
+/// Run a claimed task (or skip it as stale): what it did, its panic's
+/// message if `ctx` keeps it, and what is left to settle.
+fn run_task(
+    task: Runnable,
+    ctx: &RunCtx,
+    stale: bool,
+    finish: &dyn Fn() -> super::time::Now,
+) -> (Ran, Option<String>, Finished) {
+    match task {
         Runnable::Once(job) if stale => {
-            job.expire(claimed);
+            job.expire(ctx.claimed);
             (Ran::Expired, None, Finished::Done)
         }
         Runnable::Once(job) => {
-            let (ran, panic) = job.run(&ctx, &finish);
+            let (ran, panic) = job.run(ctx, finish);
             (ran, panic, Finished::Done)
         }
         Runnable::Periodic(mut job) => {
             let (ran, after) = if stale {
-                (Ran::Expired, job.expire(&ctx))
+                (Ran::Expired, job.expire(ctx))
             } else {
-                job.run(&ctx, &finish)
+                job.run(ctx, finish)
             };
             let panic = (ctx.keep_panic && ran == Ran::Panicked)
                 .then(|| job.ctl().last_panic())
@@ -249,20 +274,7 @@ fn run_claimed<K: Key>(
             };
             (ran, panic, finished)
         }
-    };
-    let periodic = !matches!(finished, Finished::Done);
-    shared
-        .counters
-        .ran(index, (!stale).then_some(late), ran, periodic);
-    #[cfg(feature = "tracing")]
-    {
-        shared.trace_ran(ran, panic.as_deref());
-        drop(span);
     }
-    if shared.reports() {
-        shared.report_run(key, &ctx, ran, panic, periodic);
-    }
-    finished
 }
 
 /// Steps 10 and 11, under the lock: put a periodic task back (or stop it),

@@ -51,7 +51,11 @@ pub enum CompletionKind {
 /// `PeriodicEnd` record, except a task dropped because its own key's
 /// `Hash`, `Eq` or `Clone` panicked on a pool thread (see
 /// `docs/semantics.md`, "Completion stream").
+///
+/// The struct is `#[non_exhaustive]`: fields may be added (read it, do not
+/// build it).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Completion<K> {
     /// The task's key; `None` for a keyless (submitted) task.
     pub key: Option<K>,

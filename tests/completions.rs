@@ -398,3 +398,66 @@ fn a_listener_may_call_the_pool() {
     assert!(far.cancel());
     assert_eq!(*lens.lock().unwrap(), vec![1, 0]);
 }
+
+/// A key that counts its clones; equal and hashed by its number.
+#[derive(Debug)]
+struct Counted(u32, Arc<AtomicU32>);
+
+impl PartialEq for Counted {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Counted {}
+
+impl std::hash::Hash for Counted {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.hash(h);
+    }
+}
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        self.1.fetch_add(1, SeqCst);
+        Counted(self.0, self.1.clone())
+    }
+}
+
+/// Clones of keys the pool made while it ran 4 keyed detached tasks, and
+/// while it cancelled a fifth, with or without a completion channel.
+fn key_clones(stream: bool) -> (u32, u32) {
+    let clones = Arc::new(AtomicU32::new(0));
+    let clock = ManualClock::new();
+    let mut builder = TimerPool::<Counted>::builder()
+        .workers(1)
+        .clock(clock.clone());
+    if stream {
+        builder = builder.completions(16);
+    }
+    let pool = builder.build().unwrap();
+    for k in 0..4 {
+        let key = Counted(k, clones.clone());
+        pool.schedule_detached(key, Duration::from_secs(1), || ())
+            .unwrap();
+    }
+    let far = Counted(9, clones.clone());
+    pool.schedule_detached(Counted(9, clones.clone()), Duration::from_secs(60), || ())
+        .unwrap();
+    let before = clones.load(SeqCst);
+    clock.advance(Duration::from_secs(1));
+    pool.settle(BOUND).unwrap();
+    let runs = clones.load(SeqCst) - before;
+    let before = clones.load(SeqCst);
+    assert!(pool.cancel(&far));
+    (runs, clones.load(SeqCst) - before)
+}
+
+#[test]
+fn keys_are_cloned_only_for_a_configured_stream() {
+    let (runs, cancel) = key_clones(false);
+    assert_eq!(runs, 0, "no stream: running clones no key");
+    let (runs_streamed, cancel_streamed) = key_clones(true);
+    assert_eq!(runs_streamed, 4, "one clone per record");
+    assert_eq!(cancel_streamed, cancel + 1, "one clone for the record");
+}

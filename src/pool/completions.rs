@@ -8,6 +8,9 @@
 //!   task's handle (if any) got its outcome and outside every pool lock: a
 //!   worker after a run, or the caller of `cancel`, of a replacing
 //!   `schedule`, or of `shutdown`/`shutdown_now`/drop for a removed task.
+//! - A run is reported before it is counted in [`Stats`](crate::Stats),
+//!   so once `settle` returns, or the workers are joined, every run it
+//!   waited for has been reported.
 //! - Sending never blocks: a full channel drops the record and counts it in
 //!   [`Stats::completions_dropped`](crate::Stats::completions_dropped).
 //!   Blocking would stall a worker behind a slow consumer, and would
@@ -15,8 +18,10 @@
 //! - The key is cloned only here, only when a stream is configured; making
 //!   the record, the listener and dropping the record are user code, each
 //!   contained (counted in `contained_panics`).
-//! - Unconfigured, the pool pays one branch per ended task
-//!   (`Shared::completions` is `None`).
+//! - Unconfigured (`Shared::completions` is `None`), the pool pays a
+//!   branch per ended task and makes no record; the hooks' plumbing costs
+//!   about 50 instructions a task in all (`docs/benchmarks.md`, "Tracing
+//!   and the completion stream").
 
 use super::builder::Builder;
 use super::outcome::{Abandon, Outcome, Ran, RunCtx, Timing};
@@ -48,9 +53,12 @@ pub enum CompletionKind {
 /// to the completion channel and to the listener.
 ///
 /// Every task the pool accepted produces exactly one `OneShot` or
-/// `PeriodicEnd` record, except a task dropped because its own key's
-/// `Hash`, `Eq` or `Clone` panicked on a pool thread (see
-/// `docs/semantics.md`, "Completion stream").
+/// `PeriodicEnd` record. None reaches the channel when it was full or the
+/// key's `Clone` panicked (both counted in
+/// [`Stats::completions_dropped`](crate::Stats::completions_dropped)), and
+/// none is made for a task dropped because its own key's `Hash`, `Eq` or
+/// `Clone` panicked on a pool thread (see `docs/semantics.md`, "Completion
+/// stream").
 ///
 /// The struct is `#[non_exhaustive]`: fields may be added (read it, do not
 /// build it).
@@ -265,6 +273,8 @@ impl<K: Key> Shared<K> {
     }
 
     /// Report a run (or a stale run skipped) of the task under `key`.
+    // Kept out of the worker's run path, which pays only its branch.
+    #[inline(never)]
     pub(crate) fn report_run(
         &self,
         key: &TaskKey<K>,

@@ -99,7 +99,7 @@ pub(crate) struct Shared<K> {
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
     /// The completion stream, if the pool was built with one
-    /// (`completions.rs`); `None` costs one branch per ended task.
+    /// (`completions.rs`); `None` costs a branch per ended task.
     pub(crate) completions: Option<Sink<K>>,
     /// How keys are formatted in tracing spans and events (`trace.rs`).
     #[cfg(feature = "tracing")]
@@ -107,7 +107,9 @@ pub(crate) struct Shared<K> {
 }
 
 impl<K: Key> Shared<K> {
-    /// The engine of a pool configured by `config`, with nothing pending.
+    /// The engine of a pool configured by `config` and observed as
+    /// `observe` says (completion stream, tracing keys), with nothing
+    /// pending.
     pub(crate) fn new(config: Config, mut observe: Observe<K>) -> Self {
         let (tx, rx) = unbounded();
         let faults = config.faults;

@@ -125,9 +125,14 @@ pub(crate) enum Runnable {
 /// delivers its outcome.
 pub(crate) trait OnceJob: Send {
     /// Run on a worker, catching a panic; `finish` reads the pool's clock
-    /// once the run returned. A panic's message comes back too when
+    /// once the run returned. A panic's message goes to `panic` when
     /// `ctx.keep_panic` asks for it.
-    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> (Ran, Option<String>);
+    fn run(
+        self: Box<Self>,
+        ctx: &RunCtx,
+        finish: &dyn Fn() -> Now,
+        panic: &mut Option<String>,
+    ) -> Ran;
     /// Skip the run because it is stale.
     fn expire(self: Box<Self>, claimed: Instant);
     /// Drop the task unrun and deliver `why`.
@@ -200,7 +205,12 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> (Ran, Option<String>) {
+    fn run(
+        self: Box<Self>,
+        ctx: &RunCtx,
+        finish: &dyn Fn() -> Now,
+        panic: &mut Option<String>,
+    ) -> Ran {
         let OneShot { f, slot } = *self;
         let result = catch_unwind(AssertUnwindSafe(f));
         if slot.unwatched() {
@@ -210,21 +220,26 @@ where
             return match result {
                 Ok(v) => {
                     drop_quietly(v);
-                    (Ran::Completed, None)
+                    Ran::Completed
                 }
-                Err(payload) => (Ran::Panicked, kept_message(ctx, payload)),
+                Err(payload) => {
+                    *panic = kept_message(ctx, payload);
+                    Ran::Panicked
+                }
             };
         }
-        let (ran, outcome, kept) = match result {
-            Ok(v) => (Ran::Completed, Outcome::Completed(v), None),
+        let (ran, outcome) = match result {
+            Ok(v) => (Ran::Completed, Outcome::Completed(v)),
             Err(payload) => {
                 let msg = panic_message(payload);
-                let kept = ctx.keep_panic.then(|| msg.clone());
-                (Ran::Panicked, Outcome::Panicked(msg), kept)
+                if ctx.keep_panic {
+                    *panic = Some(msg.clone());
+                }
+                (Ran::Panicked, Outcome::Panicked(msg))
             }
         };
         slot.deliver(outcome, Stamps::ran(ctx.claimed, ctx.started, finish().at));
-        (ran, kept)
+        ran
     }
 
     fn expire(self: Box<Self>, claimed: Instant) {
@@ -266,10 +281,13 @@ impl<F> OnceJob for Detached<F>
 where
     F: FnOnce() + Send + 'static,
 {
-    fn run(self: Box<Self>, ctx: &RunCtx, _: &dyn Fn() -> Now) -> (Ran, Option<String>) {
+    fn run(self: Box<Self>, ctx: &RunCtx, _: &dyn Fn() -> Now, panic: &mut Option<String>) -> Ran {
         match catch_unwind(AssertUnwindSafe(self.0)) {
-            Ok(()) => (Ran::Completed, None),
-            Err(payload) => (Ran::Panicked, kept_message(ctx, payload)),
+            Ok(()) => Ran::Completed,
+            Err(payload) => {
+                *panic = kept_message(ctx, payload);
+                Ran::Panicked
+            }
         }
     }
 

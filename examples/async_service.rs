@@ -124,7 +124,7 @@ fn main() {
         .expect("tokio");
     let (tx, rx) = mpsc::channel(1_024);
     // Bridge: one blocking thread moves records into the tokio channel; it
-    // ends when the pool and its handles are gone.
+    // ends once the pool is dropped.
     let bridge = rt.spawn_blocking(move || {
         for c in ends {
             if tx.blocking_send(c).is_err() {

@@ -461,3 +461,20 @@ fn keys_are_cloned_only_for_a_configured_stream() {
     assert_eq!(runs_streamed, 4, "one clone per record");
     assert_eq!(cancel_streamed, cancel + 1, "one clone for the record");
 }
+
+#[test]
+fn iterating_the_receiver_ends_when_the_pool_is_dropped() {
+    let (_clock, pool) = streaming_pool(1, 8);
+    let rx = pool.completions().unwrap();
+    let kept = pool
+        .schedule("kept", Duration::from_secs(60), || 1)
+        .unwrap();
+    let (tx, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(rx.iter().collect::<Vec<_>>()));
+    drop(pool);
+    // The handle is still held: it does not keep the stream open.
+    let records = ended.recv_timeout(BOUND).expect("the iteration ended");
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].outcome, Outcome::Shutdown);
+    assert_eq!(done(kept), Outcome::Shutdown);
+}

@@ -479,7 +479,8 @@ fn run_round(cfg: Config) -> Tally {
         });
     }
     let pool = Arc::new(builder.build().unwrap());
-    // The channel's consumer ends when the pool and its last handle are gone.
+    // The channel's consumer ends once the pool is dropped and its workers
+    // are joined.
     let consumer = pool.completions().map(|rx| {
         let records = records.clone();
         spawn_bounded(move || rx.iter().for_each(|c| records.lock().unwrap().push(c)))

@@ -84,8 +84,8 @@ pub struct Completion<K> {
 /// The receiving end of a pool's completion channel: a
 /// [`crossbeam_channel::Receiver`](https://docs.rs/crossbeam-channel), so it
 /// works in `crossbeam_channel::select!`, with `recv_timeout` and as an
-/// iterator (which ends once the pool and all its handles are gone and the
-/// records are read).
+/// iterator (which ends once the pool is dropped, its workers joined, and
+/// the records are read; handles do not keep it open).
 pub type CompletionReceiver<K> = Receiver<Completion<K>>;
 
 /// A completion listener, as the builder keeps it.

@@ -24,13 +24,17 @@
 //! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
 //! | move a pending task's deadline, keeping its closure and handle | [`TimerPool::reschedule`] | whether it was pending |
 //! | wait for an outcome | [`TaskHandle::wait`], `wait_timeout`, `try_outcome`, or `.await` (handles are futures) | the [`Outcome`] |
+//! | receive every task's end as it happens, detached tasks too | [`Builder::completions`] with [`TimerPool::completions`], or [`Builder::on_completion`] | [`Completion`] records ([`CompletionReceiver`]) |
 //! | ask | [`TimerPool::due_of`], [`TimerPool::is_pending`], [`TaskHandle::replaced`], [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
 //! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), [`TimerPool::shutdown_timeout`] (drain, then return what is left), [`TimerPool::begin_shutdown`] with [`TimerPool::await_termination`] (Java's pair), drop | |
 //! | drive time yourself, no threads | [`Scheduler`] with plain `i64` due times | |
 //!
 //! A [`Builder`] (from [`TimerPool::builder`]) sets workers, capacity, the
-//! clock ([`ManualClock`] for tests), exclusive keys, staleness expiry and
-//! the precision of wake-ups.
+//! clock ([`ManualClock`] for tests), exclusive keys, staleness expiry,
+//! the precision of wake-ups and the completion stream. With the `tracing`
+//! cargo feature the pool is instrumented (a span per run, events for
+//! panics, expirations, removals, refusals and shutdown; keys recorded after
+//! `Builder::trace_keys`).
 //!
 //! # Examples
 //!
@@ -110,9 +114,9 @@ mod sync;
 pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{
-    Builder, CancelResult, Due, Lateness, MissedTicks, Next, OnPanic, Outcome, PeriodicHandle,
-    Refused, Repeat, Retried, Retry, RetryHandle, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN,
-    MAX_WORKERS,
+    Builder, CancelResult, Completion, CompletionKind, CompletionReceiver, Due, Lateness,
+    MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Refused, Repeat, Retried, Retry,
+    RetryHandle, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

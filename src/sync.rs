@@ -8,7 +8,7 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use crossbeam_channel::{unbounded, Receiver, Sender};
+    pub(crate) use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
     pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use std::thread;
@@ -16,7 +16,7 @@ mod imp {
 
 #[cfg(loom)]
 mod imp {
-    pub(crate) use self::channel::{unbounded, Receiver, Sender};
+    pub(crate) use self::channel::{bounded, unbounded, Receiver, Sender, TrySendError};
     pub(crate) use self::lock::{Condvar, Mutex, MutexGuard};
     pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use loom::thread;
@@ -152,6 +152,8 @@ mod imp {
         struct Queue<T> {
             items: VecDeque<T>,
             senders: usize,
+            /// Most items held, for a bounded queue.
+            capacity: Option<usize>,
         }
 
         #[derive(Debug)]
@@ -164,9 +166,20 @@ mod imp {
         #[derive(Debug)]
         pub(crate) struct Sender<T>(Arc<Chan<T>>);
 
-        /// Receiving half (cloneable: many consumers).
+        /// Receiving half (cloneable: many consumers). Public (in a private
+        /// module) because the pool's completion stream hands it out.
         #[derive(Debug)]
-        pub(crate) struct Receiver<T>(Arc<Chan<T>>);
+        pub struct Receiver<T>(Arc<Chan<T>>);
+
+        /// Why `try_send` gave the value back.
+        #[derive(Debug)]
+        pub(crate) enum TrySendError<T> {
+            /// A bounded queue is full.
+            Full(T),
+            /// Never happens: receivers are not counted.
+            #[allow(dead_code)] // crossbeam's shape; matched, never built
+            Disconnected(T),
+        }
 
         /// The value could not be sent (never happens: receivers are not counted).
         #[derive(Debug)]
@@ -179,10 +192,22 @@ mod imp {
         /// A new unbounded queue.
         #[track_caller]
         pub(crate) fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+            queue(None)
+        }
+
+        /// A new queue holding `capacity` items at most.
+        #[track_caller]
+        pub(crate) fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+            queue(Some(capacity))
+        }
+
+        #[track_caller]
+        fn queue<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
             let chan = Arc::new(Chan {
                 queue: Mutex::new(Queue {
                     items: VecDeque::new(),
                     senders: 1,
+                    capacity,
                 }),
                 ready: Condvar::new(),
             });
@@ -193,6 +218,18 @@ mod imp {
             #[track_caller]
             pub(crate) fn send(&self, value: T) -> Result<(), SendError<T>> {
                 let mut q = self.0.queue.lock();
+                q.items.push_back(value);
+                self.0.ready.notify_one();
+                Ok(())
+            }
+
+            /// Send unless a bounded queue is full.
+            #[track_caller]
+            pub(crate) fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+                let mut q = self.0.queue.lock();
+                if q.capacity.is_some_and(|c| q.items.len() >= c) {
+                    return Err(TrySendError::Full(value));
+                }
                 q.items.push_back(value);
                 self.0.ready.notify_one();
                 Ok(())

@@ -19,7 +19,10 @@
 //! - after `shutdown_now` or the last drop, every outcome arrives without
 //!   the manual clock moving again, and no worker thread outlives the pool;
 //! - with exclusive keys, no two tasks of one key ever run at once;
-//! - the pool's own counters (`stats()`) agree with the outcomes.
+//! - the pool's own counters (`stats()`) agree with the outcomes;
+//! - a completion consumer (a channel read by its own thread in some rounds,
+//!   a listener in the others) saw each accepted task exactly once, with the
+//!   key and outcome its handle got, and never a record dropped.
 //!
 //! `TIMERPOOL_STRESS_SCALE=N` multiplies the rounds and the operations per
 //! producer; `TIMERPOOL_STRESS_SEED=S` replays a run (the seed is printed).
@@ -32,7 +35,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Once, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
-use timerpool::{Clock, Error, ManualClock, Outcome, Stats, TaskHandle, TimerPool};
+use timerpool::{Clock, Completion, Error, ManualClock, Outcome, Stats, TaskHandle, TimerPool};
 
 /// Generous bound for waits that must finish; a hang fails instead of blocking CI.
 const BOUND: Duration = Duration::from_secs(20);
@@ -157,6 +160,9 @@ struct Config {
     expire_after: Option<Duration>,
     manual: bool,
     ending: Ending,
+    /// Completion records go to a channel read by a consumer thread (else
+    /// to a listener).
+    channel: bool,
     /// Percentage of all operations done when the shutdown is triggered.
     trigger_pct: usize,
     ops: usize,
@@ -178,6 +184,7 @@ impl Config {
                 .then(|| Duration::from_micros(rng.gen_range(1_000..10_000))),
             manual: rng.gen_bool(0.6),
             ending,
+            channel: rng.gen_bool(0.5),
             trigger_pct: rng.gen_range(30..=90),
             ops,
         }
@@ -460,7 +467,24 @@ fn run_round(cfg: Config) -> Tally {
     if let TestClock::Manual(c) = &clock {
         builder = builder.clock(c.clone());
     }
+    let records = Arc::new(std::sync::Mutex::new(Vec::new()));
+    if cfg.channel {
+        // Room for every task: a record is never dropped, whatever the
+        // consumer's pace.
+        builder = builder.completions(PRODUCERS * cfg.ops);
+    } else {
+        let records = records.clone();
+        builder = builder.on_completion(move |c: &Completion<u32>| {
+            records.lock().unwrap().push(c.clone());
+        });
+    }
     let pool = Arc::new(builder.build().unwrap());
+    // The channel's consumer ends once the pool is dropped and its workers
+    // are joined.
+    let consumer = pool.completions().map(|rx| {
+        let records = records.clone();
+        spawn_bounded(move || rx.iter().for_each(|c| records.lock().unwrap().push(c)))
+    });
     let round = Arc::new(Round {
         cfg,
         clock: clock.clone(),
@@ -529,6 +553,7 @@ fn run_round(cfg: Config) -> Tally {
 
     // Every handle must be answered by now or very soon.
     let mut t = Tally::default();
+    let mut ends = Vec::new();
     let mut cancels_true = 0;
     let mut shutdown_keys = Vec::new();
     let mut created = Vec::new();
@@ -557,6 +582,7 @@ fn run_round(cfg: Config) -> Tally {
                 Err(_) => panic!("task {} has no outcome after {BOUND:?} ({cfg:?})", sent.id),
             };
             let runs = rec.runs.load(Ordering::SeqCst);
+            ends.push((sent.key, unit(&outcome)));
             match outcome {
                 Outcome::Completed(v) => {
                     assert_eq!(v, sent.id, "another task's value");
@@ -603,7 +629,13 @@ fn run_round(cfg: Config) -> Tally {
     }
     if let Some(stats) = stats {
         check_stats(&stats, &t);
+        assert_eq!(stats.completions_dropped, 0, "a completion record dropped");
     }
+    if let Some(consumer) = consumer {
+        join_within(consumer, "the completion consumer");
+    }
+    let records = std::mem::take(&mut *records.lock().unwrap());
+    check_completions(records, ends);
     assert_eq!(
         cancels_true, t.cancelled,
         "successful cancels vs Cancelled outcomes"
@@ -637,6 +669,43 @@ fn run_round(cfg: Config) -> Tally {
         );
     }
     t
+}
+
+/// An outcome without its value, as a completion record carries it.
+fn unit<T>(o: &Outcome<T>) -> Outcome<()> {
+    match o {
+        Outcome::Completed(_) => Outcome::Completed(()),
+        Outcome::Panicked(m) => Outcome::Panicked(m.clone()),
+        Outcome::Cancelled => Outcome::Cancelled,
+        Outcome::Replaced => Outcome::Replaced,
+        Outcome::Shutdown => Outcome::Shutdown,
+        Outcome::Expired => Outcome::Expired,
+    }
+}
+
+/// The completion records against the handles' outcomes: the same
+/// (key, outcome) pairs, each exactly once (a panic's message names its
+/// task), and no task started before its due time.
+fn check_completions(records: Vec<Completion<u32>>, mut ends: Vec<(Option<u32>, Outcome<()>)>) {
+    for r in &records {
+        if let (Some(due), Some(started)) = (r.due, r.started) {
+            assert!(
+                started >= due,
+                "a record started before its due time: {r:?}"
+            );
+        }
+    }
+    let mut seen: Vec<_> = records.into_iter().map(|r| (r.key, r.outcome)).collect();
+    let order = |a: &(Option<u32>, Outcome<()>), b: &(Option<u32>, Outcome<()>)| {
+        (a.0, format!("{:?}", a.1)).cmp(&(b.0, format!("{:?}", b.1)))
+    };
+    seen.sort_by(order);
+    ends.sort_by(order);
+    assert_eq!(seen.len(), ends.len(), "records vs accepted tasks");
+    assert!(
+        seen == ends,
+        "completion records differ from the handles' outcomes"
+    );
 }
 
 /// The pool's counters, read once its workers were joined, against the

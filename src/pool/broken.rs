@@ -22,7 +22,7 @@ pub(crate) fn cancel_check_then_remove<K: Key>(
     };
     let removed = shared.state.lock().remove_pending(key, seq);
     if let Some(entry) = removed {
-        shared.abandon(entry.value, Abandon::Cancelled);
+        shared.abandon(&entry.key, entry.due, entry.value, Abandon::Cancelled);
     }
     pending
 }

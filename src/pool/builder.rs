@@ -1,6 +1,7 @@
 //! Configuration of a [`TimerPool`](super::TimerPool): the builder and the
 //! validated [`Config`] the engine keeps.
 
+use super::completions::Observe;
 #[cfg(loom)]
 use super::fault::Fault;
 use super::fault::Faults;
@@ -44,6 +45,9 @@ pub struct Builder<K> {
     config: Config,
     /// How errors name keys, if they do ([`debug_keys`](Self::debug_keys)).
     key_names: Option<fn(&K) -> String>,
+    /// The completion channel and listener asked for (`completions.rs`),
+    /// and the tracing key format (`trace.rs`).
+    observe: Observe<K>,
     /// The key type.
     _key: PhantomData<fn(K)>,
 }
@@ -97,6 +101,7 @@ impl<K> fmt::Debug for Builder<K> {
             .field("workers", &self.workers)
             .field("expire_after", &self.expire_after)
             .field("config", &self.config)
+            .field("observe", &self.observe)
             .finish()
     }
 }
@@ -123,6 +128,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 faults: Faults::default(),
             },
             key_names: None,
+            observe: Observe::default(),
             _key: PhantomData,
         }
     }
@@ -486,6 +492,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// How errors name keys: set by [`debug_keys`](Self::debug_keys).
     pub(crate) fn key_names(&self) -> Option<fn(&K) -> String> {
         self.key_names
+    }
+
+    /// What observes the pool, for `completions.rs` and `trace.rs`.
+    pub(crate) fn observe_mut(&mut self) -> &mut Observe<K> {
+        &mut self.observe
+    }
+
+    /// Take what observes the pool, checking the completion capacity.
+    pub(crate) fn take_observe(&mut self) -> Result<Observe<K>, Error> {
+        if self.observe.capacity == Some(0) {
+            return Err(Error::ZeroCapacity);
+        }
+        Ok(std::mem::take(&mut self.observe))
     }
 
     /// Check the settings and resolve the defaults.

@@ -57,7 +57,7 @@ impl<K: Key> Shared<K> {
         drop(retired);
         match removed {
             Some(entry) => {
-                self.abandon(entry.value, Abandon::Cancelled);
+                self.abandon(&entry.key, entry.due, entry.value, Abandon::Cancelled);
                 true
             }
             None => false,
@@ -80,8 +80,10 @@ impl<K: Key> Shared<K> {
             }
             stopped
         };
+        #[cfg(feature = "tracing")]
+        super::trace::shutdown("drain", stopped.len());
         for entry in stopped {
-            self.abandon(entry.value, Abandon::Shutdown);
+            self.abandon(&entry.key, entry.due, entry.value, Abandon::Shutdown);
         }
     }
 
@@ -107,12 +109,15 @@ impl<K: Key> Shared<K> {
             self.leader_cv.notify_one();
             drained
         };
+        #[cfg(feature = "tracing")]
+        super::trace::shutdown("now", drained.len());
         let mut keys = Vec::new();
         for entry in drained {
-            if let (TaskKey::Keyed(k), false) = (entry.key, entry.value.is_stand_in()) {
+            let stand_in = entry.value.is_stand_in();
+            self.abandon(&entry.key, entry.due, entry.value, Abandon::Shutdown);
+            if let (TaskKey::Keyed(k), false) = (entry.key, stand_in) {
                 keys.push(k);
             }
-            self.abandon(entry.value, Abandon::Shutdown);
         }
         keys
     }

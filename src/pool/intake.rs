@@ -47,8 +47,9 @@ pub(crate) struct Refusal {
 
 /// What admitting leaves to do once the lock is released.
 struct Admitted<K> {
-    /// Pending tasks the arrivals replaced, told `Replaced` after it.
-    replaced: Few<Task>,
+    /// Pending tasks the arrivals replaced (key, due, task), told
+    /// `Replaced` after it.
+    replaced: Few<(TaskKey<K>, i64, Task)>,
     /// Keys to drop after it (user `Drop` never runs under the lock).
     keys: Few<TaskKey<K>>,
     /// Arrivals the heap took.
@@ -177,8 +178,7 @@ impl<K: Key> Shared<K> {
         let held = st.exclusive.take(&a.key, None);
         let replaced_held = held.is_some();
         if let Some(held) = held {
-            out.replaced.push(held.value);
-            out.keys.push(held.key);
+            out.replaced.push((held.key, held.due, held.value));
         }
         let task = a.task;
         let key = if self.faults.has(Fault::ReplaceKeepsOld) {
@@ -192,9 +192,14 @@ impl<K: Key> Shared<K> {
                 seq,
                 replaced: replaced_held,
             },
-            Ok(Inserted::Replaced { seq, old, key, .. }) => {
-                out.replaced.push(old);
-                out.keys.push(key);
+            Ok(Inserted::Replaced {
+                seq,
+                old,
+                old_due,
+                key,
+                ..
+            }) => {
+                out.replaced.push((key, old_due, old));
                 Stamp {
                     seq,
                     replaced: true,
@@ -228,12 +233,13 @@ impl<K: Key> Shared<K> {
     }
 
     /// Once the lock is released: tell the replaced tasks, drop the keys.
-    fn after_admission(&self, replaced: Few<Task>, keys: Few<TaskKey<K>>) {
+    fn after_admission(&self, replaced: Few<(TaskKey<K>, i64, Task)>, mut keys: Few<TaskKey<K>>) {
         if replaced.is_empty() && keys.is_empty() {
             return; // the common case: a new key replaced nothing
         }
-        for old in replaced {
-            self.abandon(old, Abandon::Replaced);
+        for (key, due, old) in replaced {
+            self.abandon(&key, due, old, Abandon::Replaced);
+            keys.push(key);
         }
         drop(keys);
     }

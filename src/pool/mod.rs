@@ -22,6 +22,7 @@
 mod broken;
 mod builder;
 mod cancel;
+mod completions;
 mod crew;
 mod drain;
 mod exclusive;
@@ -41,9 +42,12 @@ mod shared;
 mod stats;
 mod task;
 mod time;
+#[cfg(feature = "tracing")]
+mod trace;
 mod worker;
 
 pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
+pub use completions::{Completion, CompletionKind, CompletionReceiver};
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
@@ -132,7 +136,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// # Errors
     ///
     /// [`Error::ZeroWorkers`], [`Error::TooManyWorkers`],
-    /// [`Error::ZeroCapacity`], [`Error::CapacityTooLarge`],
+    /// [`Error::ZeroCapacity`] (of the pool or of its
+    /// [`completions`](Builder::completions) channel), [`Error::CapacityTooLarge`],
     /// [`Error::InvalidThreadName`],
     /// [`Error::SpinTooLong`], [`Error::ZeroExpiry`], [`Error::ThreadStart`] if a
     /// start hook panicked, [`Error::TimeOutOfRange`] for an
@@ -150,10 +155,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// assert_eq!(bad.unwrap_err(), Error::InvalidThreadName);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn build(self) -> Result<TimerPool<K>, Error> {
+    pub fn build(mut self) -> Result<TimerPool<K>, Error> {
         let key_names = self.key_names();
+        let observe = self.take_observe()?;
         let config = self.validate()?;
-        let shared = Arc::new(Shared::new(config.clone(), key_names));
+        let shared = Arc::new(Shared::new(config.clone(), key_names, observe));
         let crew = Crew::start(&shared, &config)?;
         Ok(TimerPool { shared, crew })
     }
@@ -881,6 +887,28 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         self.shared.time.clock().now()
     }
 
+    /// A receiver of the pool's completion channel, or `None` if the pool
+    /// was built without one ([`Builder::completions`]). Every receiver
+    /// shares one queue: each record goes to one of them. It works in
+    /// `crossbeam_channel::select!`; see [`Completion`] for what a record
+    /// carries and `docs/semantics.md` ("Completion stream") for the rules.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<u32>::builder().workers(1).completions(64).build()?;
+    /// let done = pool.completions().unwrap();
+    /// let h = pool.schedule(7, Duration::from_secs(60), || ())?;
+    /// h.cancel();
+    /// let record = done.recv_timeout(Duration::from_secs(10)).unwrap();
+    /// assert_eq!((record.key, record.outcome), (Some(7), Outcome::Cancelled));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn completions(&self) -> Option<CompletionReceiver<K>> {
+        self.shared.completion_receiver()
+    }
+
     /// The pool's counters and lateness percentiles.
     ///
     /// # Examples
@@ -1179,6 +1207,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             return Ok(arrivals);
         }
         self.shared.counters.refused(bad + arrivals.len() as u64);
+        #[cfg(feature = "tracing")]
+        trace::refused(bad + arrivals.len() as u64, &Error::TimeOutOfRange);
         arrivals.into_iter().for_each(|a| drop_quietly(a.task));
         Err(Error::TimeOutOfRange)
     }
@@ -1208,9 +1238,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         stamped: impl FnMut(usize, Stamp),
     ) -> Result<(), Error> {
         let n = arrivals.len() as u64;
-        self.shared
-            .admit(arrivals, stamped)
-            .inspect_err(|_| self.shared.counters.refused(n))
+        self.shared.admit(arrivals, stamped).inspect_err(|_e| {
+            self.shared.counters.refused(n);
+            #[cfg(feature = "tracing")]
+            trace::refused(n, _e);
+        })
     }
 
     /// `when` in the pool's nanoseconds.
@@ -1222,6 +1254,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// (containing a panic from its `Drop`), and give the error back.
     fn refuse<F>(&self, f: F, e: Error) -> Error {
         self.shared.counters.refused(1);
+        #[cfg(feature = "tracing")]
+        trace::refused(1, &e);
         drop_quietly(f);
         e
     }

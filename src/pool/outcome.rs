@@ -369,4 +369,6 @@ pub(crate) struct RunCtx {
     pub(crate) started: Instant,
     /// `started` in nanoseconds since the pool's epoch.
     pub(crate) started_ns: i64,
+    /// A completion stream wants a panic's message even without a handle.
+    pub(crate) keep_panic: bool,
 }

@@ -150,7 +150,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         drop_quietly(key);
         match removed {
             Some(entry) => {
-                self.shared.abandon(entry.value, Abandon::Cancelled);
+                self.shared
+                    .abandon(&entry.key, entry.due, entry.value, Abandon::Cancelled);
+                drop_quietly(entry.key);
                 CancelResult::Cancelled
             }
             None if running => CancelResult::Running,

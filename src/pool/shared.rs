@@ -18,6 +18,7 @@
 //!   5) and `worker.rs` (4, 10, 11).
 
 use super::builder::Config;
+use super::completions::{Observe, Sink};
 use super::exclusive::ExclusiveKeys;
 use super::fault::{Fault, Faults};
 use super::handoff::Msg;
@@ -110,12 +111,23 @@ pub(crate) struct Shared<K> {
     /// The worker threads' ids, set once before the first task can start:
     /// a draining pool admits follow-ups from them (`drain.rs`).
     pub(crate) worker_ids: OnceLock<Vec<thread::ThreadId>>,
+    /// The completion stream, if the pool was built with one
+    /// (`completions.rs`); `None` costs a branch per ended task.
+    pub(crate) completions: Option<Sink<K>>,
+    /// How keys are formatted in tracing spans and events (`trace.rs`).
+    #[cfg(feature = "tracing")]
+    pub(crate) key_format: Option<super::trace::KeyFormat<K>>,
 }
 
 impl<K: Key> Shared<K> {
-    /// The engine of a pool configured by `config`, with nothing pending;
-    /// `key_names` names keys in errors.
-    pub(crate) fn new(config: Config, key_names: Option<fn(&K) -> String>) -> Self {
+    /// The engine of a pool configured by `config` and observed as
+    /// `observe` says (completion stream, tracing keys), with nothing
+    /// pending; `key_names` names keys in errors.
+    pub(crate) fn new(
+        config: Config,
+        key_names: Option<fn(&K) -> String>,
+        mut observe: Observe<K>,
+    ) -> Self {
         let (tx, rx) = unbounded();
         let faults = config.faults;
         Shared {
@@ -141,6 +153,9 @@ impl<K: Key> Shared<K> {
             faults,
             key_names,
             worker_ids: OnceLock::new(),
+            completions: observe.sink(),
+            #[cfg(feature = "tracing")]
+            key_format: observe.key_format,
         }
     }
 
@@ -166,11 +181,16 @@ impl<K: Key> Shared<K> {
         }
     }
 
-    /// Give a removed task its outcome, and count it (outside the lock).
-    pub(crate) fn abandon(&self, task: Task, why: Abandon) {
+    /// Give a removed task (under `key`, due at `due`) its outcome, count
+    /// it and report it (outside the lock).
+    pub(crate) fn abandon(&self, key: &TaskKey<K>, due: i64, task: Task, why: Abandon) {
         // A periodic task is counted by its stand-in or itself, once.
         self.counters.abandoned(why);
+        let periodic = task.is_periodic();
         task.abandon(why);
+        #[cfg(feature = "tracing")]
+        self.trace_removed(key, why);
+        self.report_removed(key, due, periodic, why);
     }
 }
 

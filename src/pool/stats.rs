@@ -70,6 +70,11 @@ pub struct Stats {
     /// spurious wakeup). An idle pool does not wake; a pool with one far
     /// timer wakes about once, at its time.
     pub leader_wakeups: u64,
+    /// Completion records lost: the completion channel
+    /// ([`Builder::completions`](crate::Builder::completions)) was full, or
+    /// the key's `Clone` panicked while making one. Always 0 without a
+    /// completion stream.
+    pub completions_dropped: u64,
     /// How late runs started.
     pub lateness: Lateness,
 }
@@ -121,6 +126,9 @@ pub(crate) struct Counters {
     contained: AtomicU64,
     /// Tasks dropped unrun because their key panicked (told `Panicked`).
     lost: AtomicU64,
+    /// Completion records dropped (channel full, or the key's `Clone`
+    /// panicked); written only when that happens.
+    completions_dropped: AtomicU64,
 }
 
 /// Counters written on the scheduling side, on their own cache lines.
@@ -187,6 +195,7 @@ impl Counters {
                 .collect(),
             contained: z(),
             lost: z(),
+            completions_dropped: z(),
         }
     }
 
@@ -205,6 +214,11 @@ impl Counters {
     /// A panic of user code other than a task's run was contained.
     pub(crate) fn contained(&self) {
         self.contained.fetch_add(1, Relaxed);
+    }
+
+    /// A completion record was dropped.
+    pub(crate) fn completion_dropped(&self) {
+        self.completions_dropped.fetch_add(1, Relaxed);
     }
 
     /// `n` tasks were accepted.
@@ -296,6 +310,7 @@ impl Counters {
             pending,
             contained_panics: self.contained.load(Relaxed) + clock_panics,
             leader_wakeups,
+            completions_dropped: self.completions_dropped.load(Relaxed),
             lateness: Lateness {
                 count: all.len(),
                 p50: q(0.5),

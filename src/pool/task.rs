@@ -135,8 +135,14 @@ pub(crate) enum Runnable {
 /// back (`refused.rs`).
 pub(crate) trait OnceJob: std::any::Any + Send {
     /// Run on a worker, catching a panic; `finish` reads the pool's clock
-    /// once the run returned.
-    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> Ran;
+    /// once the run returned. A panic's message goes to `panic` when
+    /// `ctx.keep_panic` asks for it.
+    fn run(
+        self: Box<Self>,
+        ctx: &RunCtx,
+        finish: &dyn Fn() -> Now,
+        panic: &mut Option<String>,
+    ) -> Ran;
     /// Skip the run because it is stale.
     fn expire(self: Box<Self>, claimed: Instant);
     /// Drop the task unrun and deliver `why`.
@@ -216,7 +222,12 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> Ran {
+    fn run(
+        self: Box<Self>,
+        ctx: &RunCtx,
+        finish: &dyn Fn() -> Now,
+        panic: &mut Option<String>,
+    ) -> Ran {
         let OneShot { f, slot } = *self;
         let result = catch_unwind(AssertUnwindSafe(f));
         if slot.unwatched() {
@@ -229,14 +240,20 @@ where
                     Ran::Completed
                 }
                 Err(payload) => {
-                    forget_payload(payload);
+                    *panic = kept_message(ctx, payload);
                     Ran::Panicked
                 }
             };
         }
         let (ran, outcome) = match result {
             Ok(v) => (Ran::Completed, Outcome::Completed(v)),
-            Err(payload) => (Ran::Panicked, Outcome::Panicked(panic_message(payload))),
+            Err(payload) => {
+                let msg = panic_message(payload);
+                if ctx.keep_panic {
+                    *panic = Some(msg.clone());
+                }
+                (Ran::Panicked, Outcome::Panicked(msg))
+            }
         };
         slot.deliver(outcome, Stamps::ran(ctx.claimed, ctx.started, finish().at));
         ran
@@ -255,7 +272,19 @@ where
     }
 }
 
-/// A one-shot task without a handle: its outcome is only counted.
+/// The message of a panic nobody holds a handle for, if a completion stream
+/// wants it (`ctx.keep_panic`); the payload is disposed of either way.
+fn kept_message(ctx: &RunCtx, payload: Box<dyn std::any::Any + Send>) -> Option<String> {
+    if ctx.keep_panic {
+        Some(panic_message(payload))
+    } else {
+        forget_payload(payload);
+        None
+    }
+}
+
+/// A one-shot task without a handle: its outcome is only counted (and
+/// reported to a completion stream, if the pool has one).
 pub(crate) struct Detached<F>(F);
 
 impl<F> Detached<F> {
@@ -274,11 +303,11 @@ impl<F> OnceJob for Detached<F>
 where
     F: FnOnce() + Send + 'static,
 {
-    fn run(self: Box<Self>, _: &RunCtx, _: &dyn Fn() -> Now) -> Ran {
+    fn run(self: Box<Self>, ctx: &RunCtx, _: &dyn Fn() -> Now, panic: &mut Option<String>) -> Ran {
         match catch_unwind(AssertUnwindSafe(self.0)) {
             Ok(()) => Ran::Completed,
             Err(payload) => {
-                forget_payload(payload);
+                *panic = kept_message(ctx, payload);
                 Ran::Panicked
             }
         }

@@ -43,8 +43,9 @@ pub(crate) struct Claimed<K> {
     /// Whether it has a caller's key (its key waits in the worker's slot of
     /// `State::running`, for periodic re-insertion and exclusive keys).
     keyed: bool,
-    /// The key type.
-    _key: std::marker::PhantomData<fn(K)>,
+    /// A copy of its key, only while a completion stream or tracing shows
+    /// keys (`Shared::shows_keys`); `Err` if the key's `Clone` panicked.
+    shown: Option<Result<TaskKey<K>, ()>>,
     /// Its due time, nanoseconds since the pool's epoch.
     due: i64,
     /// When it was taken out of the heap.
@@ -161,7 +162,10 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
             return None;
         };
         match or_lose(entry, |entry| claim_one(&mut st, entry, now.at)) {
-            Some(Some((claimed, key))) => {
+            Some(Some((mut claimed, key))) => {
+                if shared.shows_keys() {
+                    claimed.shown = Some(show(shared, &key));
+                }
                 st.started += 1;
                 let ended = st.running[index].replace(key);
                 drop(st);
@@ -172,6 +176,15 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
             None => shared.counters.lost_to_a_panic(),
         }
     }
+}
+
+/// A copy of a started task's key for its completion record and tracing
+/// span; a panic of the key's `Clone` is contained and costs only those.
+fn show<K: Key>(shared: &Shared<K>, key: &TaskKey<K>) -> Result<TaskKey<K>, ()> {
+    catch(|| key.clone()).map_err(|payload| {
+        forget_payload(payload);
+        shared.counters.contained();
+    })
 }
 
 /// Take one due entry, unless exclusive keys hold it for its busy key. A
@@ -201,7 +214,7 @@ fn claim_one<K: Key>(
     let claimed = Claimed {
         task,
         keyed: matches!(entry.key, TaskKey::Keyed(_)),
-        _key: std::marker::PhantomData,
+        shown: None,
         due: entry.due,
         claimed: at,
     };
@@ -210,7 +223,7 @@ fn claim_one<K: Key>(
 
 /// Run one claimed task, then settle what the run left.
 fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
-    let finished = run_claimed(shared, index, c.task, c.due, c.claimed);
+    let finished = run_claimed(shared, index, c.task, c.shown, c.due, c.claimed);
     let exclusive = shared.config.exclusive_keys && c.keyed;
     if matches!(finished, Finished::Done) && !exclusive {
         // Its key stays in the running slot until the next start.
@@ -230,14 +243,16 @@ fn drop_key<K>(shared: &Shared<K>, key: impl Into<Option<TaskKey<K>>>) {
 }
 
 /// Run (or, past the staleness tolerance, expire) a claimed task outside
-/// every lock, and count the run.
-fn run_claimed<K>(
+/// every lock, count the run, and report it to a completion stream.
+fn run_claimed<K: Key>(
     shared: &Shared<K>,
     index: usize,
     task: Runnable,
+    key: Option<Result<TaskKey<K>, ()>>,
     due: i64,
     claimed: std::time::Instant,
 ) -> Finished {
+    let reports = shared.reports();
     let started = shared.time.now();
     let ctx = RunCtx {
         due,
@@ -245,34 +260,70 @@ fn run_claimed<K>(
         claimed,
         started: started.at,
         started_ns: started.ns,
+        keep_panic: reports || cfg!(feature = "tracing"),
     };
     let late = started.ns.saturating_sub(due);
     let stale = shared.config.expire_after.is_some_and(|t| late > t);
     let finish = || shared.time.now();
-    let (ran, finished) = match task {
+    #[cfg(feature = "tracing")]
+    let span = match &key {
+        Some(Ok(key)) => shared.run_span(key, matches!(task, Runnable::Periodic(_)), late),
+        _ => tracing::Span::none(),
+    }
+    .entered();
+    let mut panic = None;
+    let (ran, finished) = run_task(task, &ctx, stale, &finish, &mut panic);
+    let periodic = !matches!(finished, Finished::Done);
+    #[cfg(feature = "tracing")]
+    {
+        shared.trace_ran(ran, panic.as_deref());
+        drop(span);
+    }
+    // Reported before it is counted: a run `settle` sees ended is reported.
+    if let (true, Some(key)) = (reports, key) {
+        shared.report_run(key, &ctx, ran, panic, periodic);
+    }
+    shared
+        .counters
+        .ran(index, (!stale).then_some(late), ran, periodic);
+    finished
+}
+
+/// Run a claimed task (or skip it as stale): what it did and what is left
+/// to settle; a panic's message goes to `panic` if `ctx` keeps it.
+// Always inlined: it is `run_claimed`'s body, on every run's path; left to
+// the compiler it became a call costing about 38 instructions a run in the
+// burst (docs/benchmarks.md, "Tracing and the completion stream").
+#[inline(always)]
+fn run_task(
+    task: Runnable,
+    ctx: &RunCtx,
+    stale: bool,
+    finish: &dyn Fn() -> super::time::Now,
+    panic: &mut Option<String>,
+) -> (Ran, Finished) {
+    match task {
         Runnable::Once(job) if stale => {
-            job.expire(claimed);
+            job.expire(ctx.claimed);
             (Ran::Expired, Finished::Done)
         }
-        Runnable::Once(job) => (job.run(&ctx, &finish), Finished::Done),
+        Runnable::Once(job) => (job.run(ctx, finish, panic), Finished::Done),
         Runnable::Periodic(mut job) => {
             let (ran, after) = if stale {
-                (Ran::Expired, job.expire(&ctx))
+                (Ran::Expired, job.expire(ctx))
             } else {
-                job.run(&ctx, &finish)
+                job.run(ctx, finish)
             };
+            if ctx.keep_panic && ran == Ran::Panicked {
+                *panic = job.ctl().last_panic();
+            }
             let finished = match after {
                 After::Again(next) => Finished::Again(next, job),
                 After::Stop(outcome) => Finished::Stop(job, outcome),
             };
             (ran, finished)
         }
-    };
-    let periodic = !matches!(finished, Finished::Done);
-    shared
-        .counters
-        .ran(index, (!stale).then_some(late), ran, periodic);
-    finished
+    }
 }
 
 /// Steps 10 and 11, under the lock: put a periodic task back (or stop it),
@@ -303,7 +354,6 @@ fn settle<K: Key>(shared: &Shared<K>, index: usize, finished: Finished, exclusiv
         }
         (key, leftover)
     };
-    drop_key(shared, key);
     let_go.into_iter().for_each(|k| drop_key(shared, k));
     match leftover {
         Leftover::Nothing => {}
@@ -317,9 +367,15 @@ fn settle<K: Key>(shared: &Shared<K>, index: usize, finished: Finished, exclusiv
             shared
                 .counters
                 .stopped(index, matches!(outcome, Outcome::Panicked(_)));
+            let last_run = job.ctl().last_run();
+            let report = shared.reports().then(|| outcome.clone());
             job.finish(outcome);
+            if let Some(outcome) = report {
+                shared.report_end(&key, outcome, last_run);
+            }
         }
     }
+    drop_key(shared, key);
 }
 
 /// Step 10: swap a periodic task back in for its stand-in at its next due

@@ -1,0 +1,383 @@
+//! The completion stream: a record of every task's end, as it happens, sent
+//! to a bounded channel and handed to a listener, when the pool was built
+//! with either ([`Builder::completions`], [`Builder::on_completion`]).
+//!
+//! # Ground rules
+//!
+//! - A record is made and sent by the thread that ended the task, after the
+//!   task's handle (if any) got its outcome and outside every pool lock: a
+//!   worker after a run, or the caller of `cancel`, of a replacing
+//!   `schedule`, or of `shutdown`/`shutdown_now`/drop for a removed task.
+//! - A run is reported before it is counted in [`Stats`](crate::Stats),
+//!   so once `settle` returns, or the workers are joined, every run it
+//!   waited for has been reported.
+//! - Sending never blocks: a full channel drops the record and counts it in
+//!   [`Stats::completions_dropped`](crate::Stats::completions_dropped).
+//!   Blocking would stall a worker behind a slow consumer, and would
+//!   deadlock a consumer that itself cancels or schedules.
+//! - The key is cloned only here, only when a stream is configured; making
+//!   the record, the listener and dropping the record are user code, each
+//!   contained (counted in `contained_panics`).
+//! - Unconfigured (`Shared::completions` is `None`), the pool pays a
+//!   branch per ended task and makes no record; the hooks' plumbing costs
+//!   about 50 instructions a task in all (`docs/benchmarks.md`, "Tracing
+//!   and the completion stream").
+
+use super::builder::Builder;
+use super::outcome::{Abandon, Outcome, Ran, RunCtx, Timing};
+use super::shared::{Key, Shared};
+use super::task::TaskKey;
+use super::time::NEVER;
+use crate::contain::{catch, drop_quietly, forget_payload};
+use crate::sync::{bounded, Arc, Receiver, Sender, TrySendError};
+use std::fmt;
+use std::hash::Hash;
+use std::time::Instant;
+
+/// What a [`Completion`] record reports the end of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompletionKind {
+    /// A one-shot task (with a handle or detached) ended: it ran, expired,
+    /// or was removed unrun. Its only record.
+    OneShot,
+    /// One run of a periodic task returned or panicked, or a stale tick was
+    /// skipped (`Expired`). The task goes on unless a
+    /// [`PeriodicEnd`](Self::PeriodicEnd) record follows.
+    PeriodicRun,
+    /// A periodic task ended, with its final outcome (the one its
+    /// [`PeriodicHandle`](crate::PeriodicHandle) gets). Its only final record.
+    PeriodicEnd,
+}
+
+/// The record of one task's end (or one periodic run), sent as it happens
+/// to the completion channel and to the listener.
+///
+/// Every task the pool accepted produces exactly one `OneShot` or
+/// `PeriodicEnd` record. None reaches the channel when it was full or the
+/// key's `Clone` panicked (both counted in
+/// [`Stats::completions_dropped`](crate::Stats::completions_dropped)), and
+/// none is made for a task dropped because its own key's `Hash`, `Eq` or
+/// `Clone` panicked on a pool thread (see `docs/semantics.md`, "Completion
+/// stream").
+///
+/// The struct is `#[non_exhaustive]`: fields may be added (read it, do not
+/// build it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Completion<K> {
+    /// The task's key; `None` for a keyless (submitted) task.
+    pub key: Option<K>,
+    /// A one-shot task, a periodic run, or a periodic task's end.
+    pub kind: CompletionKind,
+    /// How it ended; a completed task's value stays with its handle, so the
+    /// record carries `Completed(())`. `Panicked` carries the message.
+    pub outcome: Outcome<()>,
+    /// Its due time (of this run, for a periodic run); `None` for a
+    /// periodic task stopped while one of its runs was in progress.
+    pub due: Option<Instant>,
+    /// When the run started; `None` if it never ran.
+    pub started: Option<Instant>,
+    /// When the run returned or panicked; `None` if it never ran.
+    pub finished: Option<Instant>,
+}
+
+/// The receiving end of a pool's completion channel: a
+/// [`crossbeam_channel::Receiver`](https://docs.rs/crossbeam-channel), so it
+/// works in `crossbeam_channel::select!`, with `recv_timeout` and as an
+/// iterator (which ends once the pool is dropped, its workers joined, and
+/// the records are read; handles do not keep it open).
+pub type CompletionReceiver<K> = Receiver<Completion<K>>;
+
+/// A completion listener, as the builder keeps it.
+pub(crate) type Listener<K> = Arc<dyn Fn(&Completion<K>) + Send + Sync>;
+
+/// The completion channel: its sender and the receiver the pool hands out.
+type Channel<K> = (Sender<Completion<K>>, Receiver<Completion<K>>);
+
+/// Where records go; present only when the pool was built with a stream.
+pub(crate) struct Sink<K> {
+    /// The bounded channel: its sender and the receiver the pool hands out.
+    channel: Option<Channel<K>>,
+    /// The listener.
+    listener: Option<Listener<K>>,
+}
+
+impl<K> fmt::Debug for Sink<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sink")
+            .field("channel", &self.channel.is_some())
+            .field("listener", &self.listener.is_some())
+            .finish()
+    }
+}
+
+/// What the builder was told about observing the pool: the completion
+/// stream and, with the `tracing` feature, how to format keys.
+pub(crate) struct Observe<K> {
+    /// Capacity of the channel, if one was asked for.
+    pub(crate) capacity: Option<usize>,
+    /// The listener, if one was given.
+    pub(crate) listener: Option<Listener<K>>,
+    /// How keys are formatted in tracing spans and events (`trace.rs`).
+    #[cfg(feature = "tracing")]
+    pub(crate) key_format: Option<super::trace::KeyFormat<K>>,
+}
+
+impl<K> Default for Observe<K> {
+    fn default() -> Self {
+        Observe {
+            capacity: None,
+            listener: None,
+            #[cfg(feature = "tracing")]
+            key_format: None,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Observe<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observe")
+            .field("capacity", &self.capacity)
+            .field("listener", &self.listener.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Observe<K> {
+    /// The sink, or `None` when neither a channel nor a listener was asked
+    /// for (the capacity was validated by the builder).
+    pub(crate) fn sink(&mut self) -> Option<Sink<K>> {
+        if self.capacity.is_none() && self.listener.is_none() {
+            return None;
+        }
+        Some(Sink {
+            channel: self.capacity.map(bounded),
+            listener: self.listener.take(),
+        })
+    }
+}
+
+impl<K> Sink<K> {
+    /// A receiver of the channel, if there is one.
+    pub(crate) fn receiver(&self) -> Option<CompletionReceiver<K>> {
+        self.channel.as_ref().map(|(_, rx)| rx.clone())
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
+    /// Send a [`Completion`] record of every task's end (one-shot tasks with
+    /// a handle or detached, periodic runs and ends, tasks cancelled,
+    /// replaced, shut down or expired) to a channel holding `capacity`
+    /// records at most; [`TimerPool::completions`](crate::TimerPool::completions)
+    /// gives its receiver. Default: no channel.
+    ///
+    /// A full channel never blocks the pool: the record is dropped and
+    /// counted in [`Stats::completions_dropped`](crate::Stats::completions_dropped).
+    /// Size it for the bursts the consumer must absorb.
+    ///
+    /// `build` fails with [`Error::ZeroCapacity`](crate::Error::ZeroCapacity)
+    /// for a capacity of 0.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{CompletionKind, Outcome, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).completions(1024).build()?;
+    /// let done = pool.completions().unwrap();
+    /// pool.schedule_detached("ping", Duration::ZERO, || panic!("no route"))?;
+    /// let record = done.recv_timeout(Duration::from_secs(10)).unwrap();
+    /// assert_eq!(record.key, Some("ping"));
+    /// assert_eq!(record.kind, CompletionKind::OneShot);
+    /// assert_eq!(record.outcome, Outcome::Panicked("no route".into()));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn completions(mut self, capacity: usize) -> Self {
+        self.observe_mut().capacity = Some(capacity);
+        self
+    }
+
+    /// Call `listener` with a [`Completion`] record of every task's end, on
+    /// the thread that ended it, outside every pool lock: a worker after a
+    /// run, or the caller of `cancel`, of a replacing `schedule`, or of a
+    /// shutdown for a removed task. Default: none.
+    ///
+    /// A slow listener slows that thread (a worker serves no other task
+    /// meanwhile). A panic in it is contained and counted in
+    /// [`Stats::contained_panics`](crate::Stats::contained_panics). It must
+    /// not wait for work of the same pool to finish.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use timerpool::TimerPool;
+    ///
+    /// let ended = Arc::new(AtomicU64::new(0));
+    /// let seen = ended.clone();
+    /// let pool = TimerPool::<u32>::builder()
+    ///     .workers(1)
+    ///     .on_completion(move |_| { seen.fetch_add(1, Ordering::Relaxed); })
+    ///     .build()?;
+    /// pool.schedule_detached(1, Duration::ZERO, || ())?;
+    /// pool.schedule_detached(2, Duration::from_secs(60), || ())?;
+    /// assert!(pool.cancel(&2));
+    /// pool.shutdown();
+    /// assert_eq!(ended.load(Ordering::Relaxed), 2);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn on_completion(
+        mut self,
+        listener: impl Fn(&Completion<K>) + Send + Sync + 'static,
+    ) -> Self {
+        self.observe_mut().listener = Some(Arc::new(listener));
+        self
+    }
+}
+
+/// A record's timing fields: due, started, finished.
+type Times = (Option<Instant>, Option<Instant>, Option<Instant>);
+
+impl<K: Key> Shared<K> {
+    /// Make a record with `make` and send it, if a stream is configured.
+    fn emit(&self, make: impl FnOnce() -> Completion<K>) {
+        let Some(sink) = &self.completions else {
+            return;
+        };
+        let record = match catch(make) {
+            Ok(record) => record,
+            Err(payload) => {
+                // The key's `Clone` panicked: no record.
+                forget_payload(payload);
+                self.counters.contained();
+                self.counters.completion_dropped();
+                return;
+            }
+        };
+        if let Some(listener) = &sink.listener {
+            if let Err(payload) = catch(|| listener(&record)) {
+                forget_payload(payload);
+                self.counters.contained();
+            }
+        }
+        let unsent = match &sink.channel {
+            Some((tx, _)) => match tx.try_send(record) {
+                Ok(()) => return,
+                Err(TrySendError::Full(r) | TrySendError::Disconnected(r)) => {
+                    self.counters.completion_dropped();
+                    r
+                }
+            },
+            None => record,
+        };
+        drop_quietly(unsent);
+    }
+
+    /// Report a run (or a stale run skipped) of the task under `key`.
+    // Kept out of the worker's run path, which pays only its branch.
+    #[inline(never)]
+    pub(crate) fn report_run(
+        &self,
+        key: Result<TaskKey<K>, ()>,
+        ctx: &RunCtx,
+        ran: Ran,
+        panic: Option<String>,
+        periodic: bool,
+    ) {
+        let outcome = match (ran, panic) {
+            (Ran::Completed, _) => Outcome::Completed(()),
+            (Ran::Panicked, msg) => Outcome::Panicked(msg.unwrap_or_default()),
+            (Ran::Expired, _) => Outcome::Expired,
+        };
+        let finished = (ran != Ran::Expired).then(|| self.time.now().at);
+        let started = (ran != Ran::Expired).then_some(ctx.started);
+        let kind = if periodic {
+            CompletionKind::PeriodicRun
+        } else {
+            CompletionKind::OneShot
+        };
+        let Ok(key) = key else {
+            // The key's `Clone` panicked when the run started: no record.
+            self.counters.completion_dropped();
+            return;
+        };
+        let key = match key {
+            TaskKey::Keyed(k) => Some(k),
+            TaskKey::Anon(_) => None,
+        };
+        let times = (Some(ctx.due_at), started, finished);
+        self.emit(|| Completion::new(key, kind, outcome, times));
+    }
+
+    /// Report the end of a periodic task that stopped by itself after the
+    /// run timed `last_run`.
+    pub(crate) fn report_end(
+        &self,
+        key: &TaskKey<K>,
+        outcome: Outcome<()>,
+        last_run: Option<Timing>,
+    ) {
+        let times = last_run.map_or((None, None, None), |t| (Some(t.due), t.started, t.finished));
+        self.emit(|| record(key, CompletionKind::PeriodicEnd, outcome, times));
+    }
+
+    /// Report a task removed unrun (due at `due`, `NEVER` for a stand-in).
+    pub(crate) fn report_removed(&self, key: &TaskKey<K>, due: i64, periodic: bool, why: Abandon) {
+        if self.completions.is_none() {
+            return;
+        }
+        let due = (due != NEVER).then(|| self.time.instant_of(due));
+        let kind = if periodic {
+            CompletionKind::PeriodicEnd
+        } else {
+            CompletionKind::OneShot
+        };
+        self.emit(|| record(key, kind, why.into(), (due, None, None)));
+    }
+
+    /// A receiver of the completion channel, if the pool has one.
+    pub(crate) fn completion_receiver(&self) -> Option<CompletionReceiver<K>> {
+        self.completions.as_ref().and_then(|s| s.receiver())
+    }
+
+    /// True when a stream is configured (records and panic messages are
+    /// worth making).
+    pub(crate) fn reports(&self) -> bool {
+        self.completions.is_some()
+    }
+
+    /// True when a started task's key must be kept beside its run: a
+    /// completion stream reports it, tracing shows it.
+    #[inline]
+    pub(crate) fn shows_keys(&self) -> bool {
+        self.reports() || cfg!(feature = "tracing")
+    }
+}
+
+/// A record; clones the key (user code: the caller contains it).
+fn record<K: Clone>(
+    key: &TaskKey<K>,
+    kind: CompletionKind,
+    outcome: Outcome<()>,
+    times: Times,
+) -> Completion<K> {
+    Completion::new(key.keyed().cloned(), kind, outcome, times)
+}
+
+impl<K> Completion<K> {
+    /// A record of a task under `key` (`None`: keyless).
+    fn new(
+        key: Option<K>,
+        kind: CompletionKind,
+        outcome: Outcome<()>,
+        (due, started, finished): Times,
+    ) -> Self {
+        Completion {
+            key,
+            kind,
+            outcome,
+            due,
+            started,
+            finished,
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Tracing (the `tracing` cargo feature): a span per task run and events
+//! for panics, expirations, removals, refusals and shutdown. This module is
+//! compiled only with the feature; every call to it sits behind
+//! `#[cfg(feature = "tracing")]`, so without the feature nothing of it is in
+//! the pool.
+//!
+//! # Keys
+//!
+//! The pool's keys need not be `Debug`, and Rust has no specialization to
+//! format them only when they are. So a pool records a key only if it was
+//! built with [`Builder::trace_keys`] (available where `K: Debug`), which
+//! stores `<K as Debug>::fmt` as a function pointer; otherwise a keyed task
+//! shows as `key=<keyed>`. A keyless task shows as `key=#<number>`. The key
+//! is formatted lazily, only when a subscriber records the field.
+//!
+//! # What is emitted (target `timerpool`)
+//!
+//! | what | level | fields |
+//! | --- | --- | --- |
+//! | span `run`, around each run (or stale skip) | DEBUG | `key`, `periodic`, `late_ns` |
+//! | event "task panicked" | WARN | `key` (from the span), `panic` |
+//! | event "task expired" | DEBUG | (the span's) |
+//! | event "task removed" (cancelled, replaced, shutdown) | DEBUG | `key`, `why` |
+//! | event "refused" | DEBUG | `tasks`, `error` |
+//! | event "shutdown" | INFO | `how`, `removed` |
+
+use super::builder::Builder;
+use super::outcome::{Abandon, Ran};
+use super::shared::{Key, Shared};
+use super::task::TaskKey;
+use crate::Error;
+use std::fmt;
+use std::hash::Hash;
+
+/// How a pool formats its keys for tracing: `<K as Debug>::fmt`.
+pub(crate) type KeyFormat<K> = fn(&K, &mut fmt::Formatter<'_>) -> fmt::Result;
+
+impl<K: fmt::Debug + Hash + Eq + Clone + Send + 'static> Builder<K> {
+    /// Record task keys (with their `Debug` form) in the pool's tracing
+    /// spans and events; without it a keyed task shows as `<keyed>`.
+    /// Default: off. Only with the `tracing` cargo feature.
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// let pool = TimerPool::<u64>::builder().workers(1).trace_keys().build()?;
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn trace_keys(mut self) -> Self {
+        self.observe_mut().key_format = Some(<K as fmt::Debug>::fmt);
+        self
+    }
+}
+
+/// A task's key as a tracing field, formatted only when recorded.
+struct TraceKey<'a, K>(&'a TaskKey<K>, Option<KeyFormat<K>>);
+
+impl<K> fmt::Debug for TraceKey<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.0, self.1) {
+            (TaskKey::Keyed(k), Some(format)) => format(k, f),
+            (TaskKey::Keyed(_), None) => f.write_str("<keyed>"),
+            (TaskKey::Anon(n), _) => write!(f, "#{n}"),
+        }
+    }
+}
+
+impl<K: Key> Shared<K> {
+    /// The span of one run of the task under `key`, `late_ns` after its due
+    /// time.
+    pub(crate) fn run_span(&self, key: &TaskKey<K>, periodic: bool, late_ns: i64) -> tracing::Span {
+        tracing::debug_span!(
+            target: "timerpool",
+            "run",
+            key = ?TraceKey(key, self.key_format),
+            periodic,
+            late_ns,
+        )
+    }
+
+    /// Inside a run's span: what the run did, if it is worth an event.
+    pub(crate) fn trace_ran(&self, ran: Ran, panic: Option<&str>) {
+        match ran {
+            Ran::Completed => {}
+            Ran::Panicked => {
+                tracing::warn!(target: "timerpool", panic = panic.unwrap_or(""), "task panicked");
+            }
+            Ran::Expired => tracing::debug!(target: "timerpool", "task expired"),
+        }
+    }
+
+    /// A pending task under `key` was removed unrun.
+    pub(crate) fn trace_removed(&self, key: &TaskKey<K>, why: Abandon) {
+        tracing::debug!(
+            target: "timerpool",
+            key = ?TraceKey(key, self.key_format),
+            why = ?why,
+            "task removed",
+        );
+    }
+}
+
+/// A call adding `tasks` tasks was refused with `error`.
+pub(crate) fn refused(tasks: u64, error: &Error) {
+    tracing::debug!(target: "timerpool", tasks, error = %error, "refused");
+}
+
+/// The pool began shutting down (`how`: "drain" or "now"), removing
+/// `removed` pending tasks.
+pub(crate) fn shutdown(how: &'static str, removed: usize) {
+    tracing::info!(target: "timerpool", how, removed, "shutdown");
+}

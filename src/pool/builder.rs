@@ -1,7 +1,7 @@
 //! Configuration of a [`TimerPool`](super::TimerPool): the builder and the
 //! validated [`Config`] the engine keeps.
 
-use super::completions::Observe;
+use super::completion::Observe;
 #[cfg(loom)]
 use super::fault::Fault;
 use super::fault::Faults;

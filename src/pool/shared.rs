@@ -18,7 +18,7 @@
 //!   5) and `worker.rs` (4, 10, 11).
 
 use super::builder::Config;
-use super::completions::{Observe, Sink};
+use super::completion::{Observe, Sink};
 use super::exclusive::ExclusiveKeys;
 use super::fault::{Fault, Faults};
 use super::handoff::Msg;
@@ -116,7 +116,7 @@ pub(crate) struct Shared<K> {
     pub(crate) completions: Option<Sink<K>>,
     /// How keys are formatted in tracing spans and events (`trace.rs`).
     #[cfg(feature = "tracing")]
-    pub(crate) key_format: Option<super::trace::KeyFormat<K>>,
+    pub(crate) key_format: Option<super::completion::KeyFormat<K>>,
 }
 
 impl<K: Key> Shared<K> {

@@ -25,15 +25,13 @@
 //! | event "shutdown" | INFO | `how`, `removed` |
 
 use super::builder::Builder;
+use super::completion::KeyFormat;
 use super::outcome::{Abandon, Ran};
 use super::shared::{Key, Shared};
 use super::task::TaskKey;
 use crate::Error;
 use std::fmt;
 use std::hash::Hash;
-
-/// How a pool formats its keys for tracing: `<K as Debug>::fmt`.
-pub(crate) type KeyFormat<K> = fn(&K, &mut fmt::Formatter<'_>) -> fmt::Result;
 
 impl<K: fmt::Debug + Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// Record task keys (with their `Debug` form) in the pool's tracing

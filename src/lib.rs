@@ -34,7 +34,7 @@
 //! the precision of wake-ups and the completion stream. With the `tracing`
 //! cargo feature the pool is instrumented (a span per run, events for
 //! panics, expirations, removals, refusals and shutdown; keys recorded after
-//! `Builder::trace_keys`).
+//! `Builder::debug_keys`).
 //!
 //! # Examples
 //!

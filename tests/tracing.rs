@@ -65,7 +65,7 @@ fn runs_panics_expirations_removals_refusals_and_shutdown_are_traced() {
         .clock(clock.clone())
         .quiet_panics(true)
         .expire_after(Duration::from_secs(5))
-        .trace_keys()
+        .debug_keys(true)
         .build()
         .unwrap();
     pool.schedule_detached("boom", Duration::from_secs(1), || panic!("kaput"))
@@ -115,7 +115,7 @@ fn runs_panics_expirations_removals_refusals_and_shutdown_are_traced() {
 }
 
 #[test]
-fn keys_are_hidden_without_trace_keys() {
+fn keys_are_hidden_without_debug_keys() {
     // The subscriber is global; this test reads only its own key's lines.
     let _ = tracing::subscriber::set_global_default(Capture(AtomicU64::new(0)));
     let (_clock, pool) = manual_pool::<String>(1);

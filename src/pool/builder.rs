@@ -544,9 +544,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
 }
 
 impl<K: fmt::Debug + Hash + Eq + Clone + Send + 'static> Builder<K> {
-    /// Name keys in errors by their `Debug` form: with it,
-    /// [`Error::NotSettled`] lists the keys still running when
-    /// [`settle`](crate::TimerPool::settle) gives up. Default: `false`
+    /// Name keys by their `Debug` form: with it, [`Error::NotSettled`]
+    /// lists the keys still running when
+    /// [`settle`](crate::TimerPool::settle) gives up, and, with the
+    /// `tracing` feature, spans and events carry each task's key (without
+    /// it a keyed task shows as `<keyed>`: a key may be sensitive, or
+    /// costly to format). Default: `false`
     /// (the error gives counts only; the key type need not be `Debug`, and
     /// [`TimerPool::running_keys`](crate::TimerPool::running_keys) still
     /// gives the keys themselves).
@@ -573,6 +576,10 @@ impl<K: fmt::Debug + Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// ```
     pub fn debug_keys(mut self, on: bool) -> Self {
         self.key_names = on.then_some(debug_name::<K> as fn(&K) -> String);
+        #[cfg(feature = "tracing")]
+        {
+            self.observe_mut().key_format = on.then_some(<K as fmt::Debug>::fmt);
+        }
         self
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! The pool's keys need not be `Debug`, and Rust has no specialization to
 //! format them only when they are. So a pool records a key only if it was
-//! built with [`Builder::trace_keys`] (available where `K: Debug`), which
+//! built with [`Builder::debug_keys`] (available where `K: Debug`), which
 //! stores `<K as Debug>::fmt` as a function pointer; otherwise a keyed task
 //! shows as `key=<keyed>`. A keyless task shows as `key=#<number>`. The key
 //! is formatted lazily, only when a subscriber records the field.
@@ -24,30 +24,12 @@
 //! | event "refused" | DEBUG | `tasks`, `error` |
 //! | event "shutdown" | INFO | `how`, `removed` |
 
-use super::builder::Builder;
 use super::completion::KeyFormat;
 use super::outcome::{Abandon, Ran};
 use super::shared::{Key, Shared};
 use super::task::TaskKey;
 use crate::Error;
 use std::fmt;
-use std::hash::Hash;
-
-impl<K: fmt::Debug + Hash + Eq + Clone + Send + 'static> Builder<K> {
-    /// Record task keys (with their `Debug` form) in the pool's tracing
-    /// spans and events; without it a keyed task shows as `<keyed>`.
-    /// Default: off. Only with the `tracing` cargo feature.
-    ///
-    /// ```
-    /// use timerpool::TimerPool;
-    /// let pool = TimerPool::<u64>::builder().workers(1).trace_keys().build()?;
-    /// # Ok::<(), timerpool::Error>(())
-    /// ```
-    pub fn trace_keys(mut self) -> Self {
-        self.observe_mut().key_format = Some(<K as fmt::Debug>::fmt);
-        self
-    }
-}
 
 /// A task's key as a tracing field, formatted only when recorded.
 struct TraceKey<'a, K>(&'a TaskKey<K>, Option<KeyFormat<K>>);

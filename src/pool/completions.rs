@@ -215,11 +215,15 @@ impl<K: Key> Shared<K> {
         self.completions.is_some()
     }
 
-    /// True when a started task's key must be kept beside its run: a
-    /// completion stream reports it, tracing shows it.
+    /// True when a started task's key must be copied for its run: a
+    /// completion stream reports it, or tracing names keys.
     #[inline]
     pub(crate) fn shows_keys(&self) -> bool {
-        self.reports() || cfg!(feature = "tracing")
+        #[cfg(feature = "tracing")]
+        if self.formats_keys() {
+            return true;
+        }
+        self.reports()
     }
 }
 

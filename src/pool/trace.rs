@@ -34,6 +34,15 @@ use std::fmt;
 /// A task's key as a tracing field, formatted only when recorded.
 struct TraceKey<'a, K>(&'a TaskKey<K>, Option<KeyFormat<K>>);
 
+/// A keyed task whose key is not shown.
+struct Hidden;
+
+impl fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<keyed>")
+    }
+}
+
 impl<K> fmt::Debug for TraceKey<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.0, self.1) {
@@ -45,16 +54,28 @@ impl<K> fmt::Debug for TraceKey<'_, K> {
 }
 
 impl<K: Key> Shared<K> {
-    /// The span of one run of the task under `key`, `late_ns` after its due
-    /// time.
-    pub(crate) fn run_span(&self, key: &TaskKey<K>, periodic: bool, late_ns: i64) -> tracing::Span {
-        tracing::debug_span!(
-            target: "timerpool",
-            "run",
-            key = ?TraceKey(key, self.key_format),
-            periodic,
-            late_ns,
-        )
+    /// The span of one run, `late_ns` after its due time, of the task under
+    /// `key` (a copy kept only while keys are shown, `Shared::shows_keys`),
+    /// or else the keyless task numbered `anon`, or else a keyed one.
+    pub(crate) fn run_span(
+        &self,
+        key: Option<&TaskKey<K>>,
+        anon: Option<u64>,
+        periodic: bool,
+        late_ns: i64,
+    ) -> tracing::Span {
+        let key: &dyn fmt::Debug = match (key, anon) {
+            (Some(key), _) => &TraceKey(key, self.key_format),
+            (None, Some(n)) => &TraceKey(&TaskKey::<K>::Anon(n), None),
+            (None, None) => &Hidden,
+        };
+        tracing::debug_span!(target: "timerpool", "run", key = ?key, periodic, late_ns)
+    }
+
+    /// True when traces name keys (`Builder::debug_keys`), so a started
+    /// task's key is copied for its span.
+    pub(crate) fn formats_keys(&self) -> bool {
+        self.key_format.is_some()
     }
 
     /// Inside a run's span: what the run did, if it is worth an event.

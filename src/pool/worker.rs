@@ -40,9 +40,10 @@ use crate::heap::Inserted;
 pub(crate) struct Claimed<K> {
     /// The task.
     task: Runnable,
-    /// Whether it has a caller's key (its key waits in the worker's slot of
-    /// `State::running`, for periodic re-insertion and exclusive keys).
-    keyed: bool,
+    /// Its number if it is keyless; `None` if it has a caller's key (which
+    /// waits in the worker's slot of `State::running`, for periodic
+    /// re-insertion and exclusive keys).
+    anon: Option<u64>,
     /// A copy of its key, only while a completion stream or tracing shows
     /// keys (`Shared::shows_keys`); `Err` if the key's `Clone` panicked.
     shown: Option<Result<TaskKey<K>, ()>>,
@@ -213,7 +214,10 @@ fn claim_one<K: Key>(
     };
     let claimed = Claimed {
         task,
-        keyed: matches!(entry.key, TaskKey::Keyed(_)),
+        anon: match entry.key {
+            TaskKey::Keyed(_) => None,
+            TaskKey::Anon(n) => Some(n),
+        },
         shown: None,
         due: entry.due,
         claimed: at,
@@ -223,8 +227,8 @@ fn claim_one<K: Key>(
 
 /// Run one claimed task, then settle what the run left.
 fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
-    let finished = run_claimed(shared, index, c.task, c.shown, c.due, c.claimed);
-    let exclusive = shared.config.exclusive_keys && c.keyed;
+    let finished = run_claimed(shared, index, c.task, (c.shown, c.anon), c.due, c.claimed);
+    let exclusive = shared.config.exclusive_keys && c.anon.is_none();
     if matches!(finished, Finished::Done) && !exclusive {
         // Its key stays in the running slot until the next start.
         return;
@@ -248,10 +252,12 @@ fn run_claimed<K: Key>(
     shared: &Shared<K>,
     index: usize,
     task: Runnable,
-    key: Option<Result<TaskKey<K>, ()>>,
+    (key, anon): (Option<Result<TaskKey<K>, ()>>, Option<u64>),
     due: i64,
     claimed: std::time::Instant,
 ) -> Finished {
+    #[cfg(not(feature = "tracing"))]
+    let _ = anon; // only traces name keyless tasks by their number
     let reports = shared.reports();
     let started = shared.time.now();
     let ctx = RunCtx {
@@ -266,9 +272,9 @@ fn run_claimed<K: Key>(
     let stale = shared.config.expire_after.is_some_and(|t| late > t);
     let finish = || shared.time.now();
     #[cfg(feature = "tracing")]
-    let span = match &key {
-        Some(Ok(key)) => shared.run_span(key, matches!(task, Runnable::Periodic(_)), late),
-        _ => tracing::Span::none(),
+    let span = {
+        let key = key.as_ref().and_then(|k| k.as_ref().ok());
+        shared.run_span(key, anon, matches!(task, Runnable::Periodic(_)), late)
     }
     .entered();
     let mut panic = None;

@@ -20,12 +20,12 @@ use std::hash::Hash;
 impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// Run `f` when `when` comes (never before) under `key`. A pending task
     /// under `key` is replaced atomically: its outcome becomes
-    /// [`Outcome::Replaced`]. If `key`'s task is already running, this adds
+    /// [`Outcome::Replaced`](crate::Outcome::Replaced). If `key`'s task is already running, this adds
     /// new pending work.
     ///
     /// # Errors
     ///
-    /// [`Error::ShutDown`] after a shutdown, [`Error::CapacityReached`] for a
+    /// [`Error::ShutDown`](crate::Error::ShutDown) after a shutdown, [`Error::CapacityReached`] for a
     /// new key at capacity, [`Error::TimeOutOfRange`] if the due time is more
     /// than about 292 years after the pool started (`Duration::MAX`, say). On
     /// error `f` is dropped and nothing changes.
@@ -208,11 +208,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// A periodic task whose closure picks when it runs next: after each
     /// run, `f` returns [`Next::After`] a delay (counted from the end of the
-    /// run), [`Next::Stop`] (final outcome [`Outcome::Completed`]), or
+    /// run), [`Next::Stop`] (final outcome [`Outcome::Completed`](crate::Outcome::Completed)), or
     /// [`Next::OnSchedule`] to run as `repeat` says. Otherwise it is a
     /// periodic task like any other: one [`PeriodicHandle`], the same
     /// cancel, replace, panic policy and shutdown rules. `repeat` also says
-    /// when it runs after a panic under [`OnPanic::Continue`] and after a
+    /// when it runs after a panic under [`OnPanic::Continue`](crate::OnPanic::Continue) and after a
     /// run skipped as stale, neither of which returns a pick.
     ///
     /// # Errors
@@ -297,13 +297,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// Schedule many keyed tasks under one acquisition of the pool's lock:
     /// each `(key, when, f)` as [`schedule`](Self::schedule) would, in
     /// order. A key that appears twice is replaced by its later entry (the
-    /// earlier handle reports [`Outcome::Replaced`]). All or none: on error
+    /// earlier handle reports [`Outcome::Replaced`](crate::Outcome::Replaced)). All or none: on error
     /// nothing is scheduled and every closure is dropped.
     ///
     /// # Errors
     ///
     /// [`Error::TimeOutOfRange`] if any due time is out of range,
-    /// [`Error::ShutDown`] after a shutdown, and [`Error::CapacityReached`]
+    /// [`Error::ShutDown`](crate::Error::ShutDown) after a shutdown, and [`Error::CapacityReached`]
     /// if the pending tasks plus the batch's length exceed the capacity
     /// (counted before replacements, so a batch of replacements at capacity
     /// is refused; schedule those one by one).

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// Stop taking new tasks, let every pending one-shot task run at its due
-    /// time (periodic tasks stop, outcome [`Outcome::Shutdown`]), then join
+    /// time (periodic tasks stop, outcome [`Outcome::Shutdown`](crate::Outcome::Shutdown)), then join
     /// the workers.
     ///
     /// Called from inside one of the pool's tasks, it starts the shutdown but
@@ -34,7 +34,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// Stop taking new tasks, remove every pending task unrun (outcome
-    /// [`Outcome::Shutdown`]; due tasks no worker has started are pending
+    /// [`Outcome::Shutdown`](crate::Outcome::Shutdown); due tasks no worker has started are pending
     /// too), let running tasks finish, join the workers, and return the keys
     /// of the removed keyed tasks in due order.
     ///
@@ -60,9 +60,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     }
 
     /// Begin a graceful shutdown and return at once (Java's `shutdown()`):
-    /// new work is refused with [`Error::ShutDown`] (a running task's
+    /// new work is refused with [`Error::ShutDown`](crate::Error::ShutDown) (a running task's
     /// follow-up too, unless the pool was built with
-    /// [`Builder::drain_follow_ups`]), pending one-shot tasks still run at
+    /// [`Builder::drain_follow_ups`](crate::Builder::drain_follow_ups)), pending one-shot tasks still run at
     /// their due time, periodic tasks stop. Wait for the end with
     /// [`await_termination`](Self::await_termination).
     ///

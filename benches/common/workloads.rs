@@ -402,6 +402,17 @@ pub struct ChurnResult {
 /// `make` builds the structure; caller-side storage it preallocates is not
 /// counted.
 pub fn churn<C: Churn>(n: usize, make: impl FnOnce(usize) -> C) -> ChurnResult {
+    churn_phases(n, 3, make)
+}
+
+/// [`churn`], stopping after the first `phases` phases (1: insert only, 2:
+/// insert and reschedule), so that a profiler's counts of runs with 1, 2
+/// and 3 phases give each phase's share by difference.
+pub fn churn_phases<C: Churn>(
+    n: usize,
+    phases: usize,
+    make: impl FnOnce(usize) -> C,
+) -> ChurnResult {
     let mut c = make(n);
     let base = Instant::now() + Duration::from_secs(3600);
     let due = |i: usize, round: u64| {
@@ -425,6 +436,11 @@ pub fn churn<C: Churn>(n: usize, make: impl FnOnce(usize) -> C) -> ChurnResult {
     ns[0] = t.elapsed().as_nanos() as f64 / n as f64;
     bytes[0] = live_bytes() - b0;
 
+    if phases < 2 {
+        // Not dropped: tearing down a full structure is no phase's cost.
+        std::mem::forget(c);
+        return ChurnResult { ns, bytes };
+    }
     let t = Instant::now();
     for &i in &order {
         c.reschedule(i, scramble(i as u64), second[i]);
@@ -432,6 +448,10 @@ pub fn churn<C: Churn>(n: usize, make: impl FnOnce(usize) -> C) -> ChurnResult {
     ns[1] = t.elapsed().as_nanos() as f64 / n as f64;
     bytes[1] = live_bytes() - b0;
 
+    if phases < 3 {
+        std::mem::forget(c);
+        return ChurnResult { ns, bytes };
+    }
     let t = Instant::now();
     for i in 0..n {
         let i = order[(i * 31) % n];
@@ -507,6 +527,33 @@ impl Churn for ChurnPool {
                 })
                 .unwrap(),
         );
+    }
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
+        self.insert(i, key, due);
+    }
+    fn cancel(&mut self, _i: usize, key: u64) {
+        assert!(self.0.cancel(&key));
+    }
+}
+
+/// The pool's keyed API without handles, `TimerPool<u64>::schedule_detached`
+/// and `cancel`: what a user who never reads the outcome calls.
+pub struct ChurnPoolDetached(pub timerpool::TimerPool<u64>);
+
+impl ChurnPoolDetached {
+    /// A pool with 2 workers.
+    pub fn new(n: usize) -> Self {
+        ChurnPoolDetached(ChurnPool::new(n).0)
+    }
+}
+
+impl Churn for ChurnPoolDetached {
+    fn insert(&mut self, _i: usize, key: u64, due: Instant) {
+        self.0
+            .schedule_detached(key, due, move || {
+                black_box(key);
+            })
+            .unwrap();
     }
     fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
         self.insert(i, key, due);

@@ -7,16 +7,20 @@
 //!     target/release/churn_profile scheduler 1000000
 //! ```
 //!
-//! Implementations: `scheduler`, `pool`, `delayqueue`, `delayqueue+map`,
+//! Implementations: `scheduler`, `pool` (a handle per task), `pool-detached`
+//! (`schedule_detached`), `delayqueue`, `delayqueue+map`,
 //! `noop` (the harness alone, to subtract), `heap` (the bare
-//! `IndexedHeap`). The second argument is N (default 1,000,000).
+//! `IndexedHeap`). The second argument is N (default 1,000,000), the third
+//! how many phases to run (default 3; 1 and 2 stop after insert and after
+//! reschedule, so that the counts of three runs give each phase's share).
 
 #[path = "../../../common/mod.rs"]
 mod common;
 
 use common::scramble;
 use common::workloads::{
-    churn, Churn, ChurnDelayQueue, ChurnDelayQueueMap, ChurnPool, ChurnScheduler,
+    churn_phases, Churn, ChurnDelayQueue, ChurnDelayQueueMap, ChurnPool, ChurnPoolDetached,
+    ChurnScheduler,
 };
 use std::time::Instant;
 use timerpool::heap::IndexedHeap;
@@ -59,6 +63,8 @@ fn main() {
         .get(2)
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    // Phases to run: 1 (insert), 2 (and reschedule) or 3 (and cancel).
+    let phases: usize = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(3);
     if what == "burst" {
         // The burst workload instead, for callgrind: n zero-delay tasks.
         use common::pools::{Pool, Timerpool};
@@ -72,12 +78,13 @@ fn main() {
         return;
     }
     let r = match what {
-        "scheduler" => churn(n, ChurnScheduler::new),
-        "pool" => churn(n, ChurnPool::new),
-        "delayqueue" => churn(n, ChurnDelayQueue::new),
-        "delayqueue+map" => churn(n, ChurnDelayQueueMap::new),
-        "heap" => churn(n, |_| Heap(IndexedHeap::new(), Instant::now())),
-        "noop" => churn(n, |_| Noop),
+        "scheduler" => churn_phases(n, phases, ChurnScheduler::new),
+        "pool" => churn_phases(n, phases, ChurnPool::new),
+        "pool-detached" => churn_phases(n, phases, ChurnPoolDetached::new),
+        "delayqueue" => churn_phases(n, phases, ChurnDelayQueue::new),
+        "delayqueue+map" => churn_phases(n, phases, ChurnDelayQueueMap::new),
+        "heap" => churn_phases(n, phases, |_| Heap(IndexedHeap::new(), Instant::now())),
+        "noop" => churn_phases(n, phases, |_| Noop),
         other => panic!("unknown implementation {other}"),
     };
     let _ = scramble(0);

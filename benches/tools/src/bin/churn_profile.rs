@@ -89,7 +89,8 @@ fn main() {
     };
     let _ = scramble(0);
     println!(
-        "{what} n={n}: insert {:.1} ns, reschedule {:.1} ns, cancel {:.1} ns",
-        r.ns[0], r.ns[1], r.ns[2]
+        "{what} n={n}: insert {:.1} ns, reschedule {:.1} ns, cancel {:.1} ns \
+         (thread CPU: {:.1} / {:.1} / {:.1} ns)",
+        r.ns[0], r.ns[1], r.ns[2], r.cpu_ns[0], r.cpu_ns[1], r.cpu_ns[2]
     );
 }

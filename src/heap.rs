@@ -3,18 +3,21 @@
 //!
 //! # Layout
 //!
-//! Three tables, each touched as little as an operation allows (the churn
-//! profile in `docs/benchmarks.md` counts the cache misses):
+//! Four tables, each touched as little as an operation allows (the churn
+//! profiles in `docs/bench/churn-lab-notes.md` count the cache misses):
 //!
 //! - The heap array holds small copyable `Node`s (`due`, `seq`, slot
 //!   number), so sifting moves 24-byte values and never touches keys or
 //!   payloads.
-//! - A dense slot table holds each entry's key and payload, 32 bits of the
-//!   key's hash and the position of its node, so a move costs one store into
-//!   the slot table and no hashing. Removal moves the last slot into the hole
-//!   (re-pointing its node and its index bucket, found by the stored hash),
-//!   so the table never has holes and, after mass removal, every table moves
-//!   to a smaller buffer with no compaction pass. (A free list of slots was
+//! - A dense slot table holds each entry's key and payload.
+//! - Beside it, a table of 8-byte `Meta` entries, one per slot, holds the
+//!   position of the entry's node and 32 bits of its key's hash. A move
+//!   costs one store into this table, far smaller than the slot table and
+//!   so mostly cached, and no hashing. Removal moves the last slot (and its
+//!   `Meta`) into the hole, re-pointing its node and its index bucket
+//!   (found by the stored hash), so the tables never have holes and, after
+//!   mass removal, every table moves to a smaller buffer with no compaction
+//!   pass. (A free list of slots was
 //!   measured: 5-15% cheaper per removal at 1M entries, but its compaction,
 //!   run inside a removal under the owner's lock, stalled a pool for
 //!   milliseconds.)

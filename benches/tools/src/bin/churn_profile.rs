@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Implementations: `scheduler`, `pool` (a handle per task), `pool-detached`
-//! (`schedule_detached`), `delayqueue`, `delayqueue+map`,
+//! (`schedule_detached`), `pool-noalloc` (the same with a closure that
+//! captures nothing, so no allocation per task), `delayqueue`, `delayqueue+map`,
 //! `noop` (the harness alone, to subtract), `heap` (the bare
 //! `IndexedHeap`). The second argument is N (default 1,000,000), the third
 //! how many phases to run (default 3; 1 and 2 stop after insert and after
@@ -38,6 +39,23 @@ impl Churn for Heap {
     }
     fn cancel(&mut self, _i: usize, key: u64) {
         assert!(self.0.remove(&key).is_some());
+    }
+}
+
+/// `schedule_detached` with a closure that captures nothing: boxing it
+/// allocates nothing, so this is the pool without a per-task allocation
+/// (what storing small closures inline would give).
+struct PoolNoAlloc(timerpool::TimerPool<u64>);
+
+impl Churn for PoolNoAlloc {
+    fn insert(&mut self, _: usize, key: u64, due: Instant) {
+        self.0.schedule_detached(key, due, || {}).unwrap();
+    }
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
+        self.insert(i, key, due);
+    }
+    fn cancel(&mut self, _: usize, key: u64) {
+        assert!(self.0.cancel(&key));
     }
 }
 
@@ -81,6 +99,7 @@ fn main() {
         "scheduler" => churn_phases(n, phases, ChurnScheduler::new),
         "pool" => churn_phases(n, phases, ChurnPool::new),
         "pool-detached" => churn_phases(n, phases, ChurnPoolDetached::new),
+        "pool-noalloc" => churn_phases(n, phases, |n| PoolNoAlloc(ChurnPoolDetached::new(n).0)),
         "delayqueue" => churn_phases(n, phases, ChurnDelayQueue::new),
         "delayqueue+map" => churn_phases(n, phases, ChurnDelayQueueMap::new),
         "heap" => churn_phases(n, phases, |_| Heap(IndexedHeap::new(), Instant::now())),

@@ -21,10 +21,11 @@
 //!   measured: 5-15% cheaper per removal at 1M entries, but its compaction,
 //!   run inside a removal under the owner's lock, stalled a pool for
 //!   milliseconds.)
-//! - The index (`index.rs`) is an open-addressing table of 8-byte buckets,
-//!   each a slot number beside the same 32 bits of its key's hash: a lookup
-//!   costs one cache miss in the index and one in the slot table (where the
-//!   key is compared), and growing the index never touches a key. The
+//! - The index (`index.rs`) is an open-addressing table of 4-byte buckets,
+//!   each a slot number; a probe compares the 32 hash bits the slot's
+//!   `Meta` keeps. A lookup costs one cache miss in the index and one in
+//!   the slot table (where the key is compared), and growing the index
+//!   never touches a key. The
 //!   default hasher is foldhash with a per-process random seed: several
 //!   times cheaper than SipHash on integer keys, and keys an attacker chooses
 //!   cannot be aimed at a seed they do not know. Callers who need
@@ -177,7 +178,7 @@ pub(crate) struct Retired<K, V> {
     /// An emptied position and hash table.
     meta: Vec<Meta>,
     /// An emptied index table.
-    index: Vec<u64>,
+    index: Vec<u32>,
 }
 
 impl<K, V> Retired<K, V> {
@@ -375,8 +376,12 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// The slot of `key`, if present. Runs user code and changes nothing.
     #[inline]
     fn find(&self, hash: u32, key: &K) -> Option<u32> {
-        let slots = &self.slots;
-        self.index.find(hash, |s| slots[s as usize].key() == key)
+        let (slots, meta) = (&self.slots, &self.meta);
+        self.index.find(
+            hash,
+            |s| meta[s as usize].hash,
+            |s| slots[s as usize].key() == key,
+        )
     }
 
     /// True when `key` has an entry.
@@ -533,7 +538,8 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             hash,
         });
         let slot = pos as u32;
-        self.index.insert(hash, slot);
+        let meta = &self.meta;
+        self.index.insert(hash, slot, |s| meta[s as usize].hash);
         self.nodes.push(Node { due, seq, slot });
         self.sift_up(pos);
     }
@@ -558,11 +564,13 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Remove `key`'s entry.
     pub fn remove(&mut self, key: &K) -> Option<Entry<K, V>> {
         let hash = self.hash_of(key);
-        let slots = &self.slots;
+        let (slots, meta) = (&self.slots, &self.meta);
         // Every key comparison happens before the index changes.
-        let slot = self
-            .index
-            .remove(hash, |s| slots[s as usize].key() == key)?;
+        let slot = self.index.remove(
+            hash,
+            |s| meta[s as usize].hash,
+            |s| slots[s as usize].key() == key,
+        )?;
         Some(self.take(slot))
     }
 
@@ -637,7 +645,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             + self.retired.nodes.capacity() * size_of::<Node>()
             + self.retired.slots.capacity() * size_of::<Slot<K, V>>()
             + self.retired.meta.capacity() * size_of::<Meta>()
-            + self.retired.index.capacity() * size_of::<u64>()
+            + self.retired.index.capacity() * size_of::<u32>()
     }
 
     /// Check heap order, index agreement and lengths, then that every key
@@ -682,17 +690,23 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             if node.seq >= self.next_seq {
                 return Err(format!("stamp {} not below next_seq", node.seq));
             }
-            if self.index.find(meta.hash, |s| s == node.slot) != Some(node.slot) {
+            let hash_of_slot = |s: u32| self.meta[s as usize].hash;
+            if self.index.find(meta.hash, hash_of_slot, |s| s == node.slot) != Some(node.slot) {
                 return Err(format!("slot {} is not indexed under its hash", node.slot));
             }
         }
         // With the lengths equal and every slot found, the index holds each
         // slot exactly once.
-        self.index.check(|h, s| match self.meta.get(s as usize) {
-            Some(meta) if meta.hash == h => Ok(()),
-            Some(_) => Err(format!("index holds slot {s} under a wrong hash")),
-            None => Err(format!("index holds missing slot {s}")),
-        })?;
+        // `meta` has one entry per slot (checked above), and every node's
+        // slot is found under its hash, so only the count and the probe
+        // sequences remain to check.
+        self.index.check(
+            |s| self.meta.get(s as usize).map_or(0, |m| m.hash),
+            |s| match self.meta.get(s as usize) {
+                Some(_) => Ok(()),
+                None => Err(format!("index holds missing slot {s}")),
+            },
+        )?;
         for (s, slot) in self.slots.iter().enumerate() {
             let hash = self.hash_of(slot.key());
             if hash != self.meta[s].hash {
@@ -709,7 +723,10 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Remove `slot` from the index, given its stored hash.
     #[inline]
     fn unindex(&mut self, hash: u32, slot: u32) {
-        let removed = self.index.remove(hash, |s| s == slot);
+        let meta = &self.meta;
+        let removed = self
+            .index
+            .remove(hash, |s| meta[s as usize].hash, |s| s == slot);
         debug_assert_eq!(removed, Some(slot), "slot not indexed under its hash");
     }
 
@@ -768,7 +785,8 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             shrunk.meta = std::mem::replace(&mut self.meta, meta);
             shrunk.meta.clear();
         }
-        if let Some(index) = self.index.shrink_if_sparse() {
+        let meta = &self.meta;
+        if let Some(index) = self.index.shrink_if_sparse(|s| meta[s as usize].hash) {
             shrunk.index = index;
         }
         // Retired buffers hold no entry, so dropping them (here or in the

@@ -690,18 +690,18 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             if node.seq >= self.next_seq {
                 return Err(format!("stamp {} not below next_seq", node.seq));
             }
-            let hash_of_slot = |s: u32| self.meta[s as usize].hash;
-            if self.index.find(meta.hash, hash_of_slot, |s| s == node.slot) != Some(node.slot) {
+            if self
+                .index
+                .find(meta.hash, |s| self.stored_hash(s), |s| s == node.slot)
+                != Some(node.slot)
+            {
                 return Err(format!("slot {} is not indexed under its hash", node.slot));
             }
         }
-        // With the lengths equal and every slot found, the index holds each
-        // slot exactly once.
-        // `meta` has one entry per slot (checked above), and every node's
-        // slot is found under its hash, so only the count and the probe
-        // sequences remain to check.
+        // With the lengths equal and every slot found under its hash, only
+        // the index's count and probe sequences remain to check.
         self.index.check(
-            |s| self.meta.get(s as usize).map_or(0, |m| m.hash),
+            |s| self.stored_hash(s),
             |s| match self.meta.get(s as usize) {
                 Some(_) => Ok(()),
                 None => Err(format!("index holds missing slot {s}")),
@@ -718,6 +718,12 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             }
         }
         Ok(())
+    }
+
+    /// The hash `slot`'s `Meta` keeps, for the invariant checks (which must
+    /// report, not panic on, a slot number past the table).
+    fn stored_hash(&self, slot: u32) -> u32 {
+        self.meta.get(slot as usize).map_or(0, |m| m.hash)
     }
 
     /// Remove `slot` from the index, given its stored hash.

@@ -6,12 +6,13 @@
 //! Four tables, each touched as little as an operation allows (the churn
 //! profiles in `docs/bench/churn-lab-notes.md` count the cache misses):
 //!
-//! - The heap array holds small copyable `Node`s (`due`, `seq`, slot
-//!   number), so sifting moves 24-byte values and never touches keys or
-//!   payloads.
+//! - The heap array holds small copyable `Node`s (`due`, the low half of
+//!   `seq`, slot number), so sifting moves 16-byte values (four children in
+//!   64 bytes) and never touches keys or payloads.
 //! - A dense slot table holds each entry's key and payload.
-//! - Beside it, a table of 8-byte `Meta` entries, one per slot, holds the
-//!   position of the entry's node and 32 bits of its key's hash. A move
+//! - Beside it, a table of 12-byte `Meta` entries, one per slot, holds the
+//!   position of the entry's node, 32 bits of its key's hash and the high
+//!   half of its stamp. A move
 //!   costs one store into this table, far smaller than the slot table and
 //!   so mostly cached, and no hashing. Removal moves the last slot (and its
 //!   `Meta`) into the hole, re-pointing its node and its index bucket
@@ -112,23 +113,25 @@ pub(crate) fn check_capacity(capacity: usize) -> Result<usize, crate::Error> {
 /// Tables at most this long are never shrunk.
 const FLOOR: usize = 1024;
 
-/// One heap-array element: the ordering key and where the payload lives.
+/// One heap-array element: the ordering key and where the payload lives,
+/// 16 bytes. The entry's stamp is split: its low half here, its high half
+/// in the entry's `Meta` (read only to order equal due times once the heap
+/// has issued more than `u32::MAX` stamps).
 #[derive(Clone, Copy, Debug)]
 struct Node {
     /// Due time of the entry.
     due: i64,
-    /// Insertion stamp, the tie-breaker for equal due times.
-    seq: u64,
+    /// Low 32 bits of the insertion stamp, the tie-breaker for equal due
+    /// times.
+    seq_lo: u32,
     /// Index of the entry's slot in `slots`.
     slot: u32,
 }
 
-impl Node {
-    /// Strict heap order: earlier due first, then earlier stamp.
-    #[inline]
-    fn before(&self, other: &Node) -> bool {
-        (self.due, self.seq) < (other.due, other.seq)
-    }
+/// The low and high halves of a stamp.
+#[inline]
+fn split(seq: u64) -> (u32, u32) {
+    (seq as u32, (seq >> 32) as u32)
 }
 
 /// Key and payload of one entry.
@@ -140,10 +143,10 @@ struct Slot<K, V> {
     value: V,
 }
 
-/// Heap position and key hash of one entry, in a table parallel to the
-/// slot table (`meta[s]` belongs to `slots[s]`): 8 bytes per entry, so
-/// the position every heap move rewrites lives in a table an eighth to a
-/// sixth the size of the slot table, which stays in cache far more often.
+/// Heap position, key hash and high stamp half of one entry, in a table
+/// parallel to the slot table (`meta[s]` belongs to `slots[s]`): 12 bytes
+/// per entry, so the position every heap move rewrites lives in a table a
+/// fraction of the slot table's size, which stays in cache far more often.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
     /// Position of this entry's node in the heap array.
@@ -151,6 +154,8 @@ struct Meta {
     /// The 32 bits of the key's hash the index files it under, kept so that
     /// moving or removing the entry never hashes the key again.
     hash: u32,
+    /// High 32 bits of the entry's stamp (the low half is in its node).
+    seq_hi: u32,
 }
 
 impl<K, V> Slot<K, V> {
@@ -393,7 +398,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     pub fn get(&self, key: &K) -> Option<(i64, u64)> {
         let slot = self.find(self.hash_of(key), key)?;
         let node = self.nodes[self.meta[slot as usize].pos as usize];
-        Some((node.due, node.seq))
+        Some((node.due, self.seq_of(&node)))
     }
 
     /// Move `key`'s entry to `due`, keeping its payload and its stamp (so a
@@ -405,7 +410,8 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         let pos = self.meta[slot as usize].pos as usize;
         let before = self.nodes[pos];
         self.nodes[pos].due = due;
-        if self.nodes[pos].before(&before) {
+        // The same stamp: the due times alone say which way it moves.
+        if due < before.due {
             self.sift_up(pos);
         } else {
             self.sift_down(pos);
@@ -501,10 +507,14 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             let old = std::mem::replace(&mut self.slots[slot as usize].value, value);
             let pos = m.pos as usize;
             let before = self.nodes[pos];
-            let (old_due, old_seq) = (before.due, before.seq);
+            let (old_due, old_seq) = (before.due, self.seq_of(&before));
+            let (lo, hi) = split(seq);
             self.nodes[pos].due = due;
-            self.nodes[pos].seq = seq;
-            if self.nodes[pos].before(&before) {
+            self.nodes[pos].seq_lo = lo;
+            self.meta[slot as usize].seq_hi = hi;
+            // The new stamp is the latest: at an equal due time the entry
+            // now orders after where it was, so it can only move down.
+            if due < old_due {
                 self.sift_up(pos);
             } else {
                 self.sift_down(pos);
@@ -533,14 +543,16 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         debug_assert_eq!(self.slots.len(), pos);
         debug_assert_eq!(self.meta.len(), pos);
         self.slots.push(Slot { key, value });
+        let (seq_lo, seq_hi) = split(seq);
         self.meta.push(Meta {
             pos: pos as u32,
             hash,
+            seq_hi,
         });
         let slot = pos as u32;
         let meta = &self.meta;
         self.index.insert(hash, slot, |s| meta[s as usize].hash);
-        self.nodes.push(Node { due, seq, slot });
+        self.nodes.push(Node { due, seq_lo, slot });
         self.sift_up(pos);
     }
 
@@ -579,7 +591,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     pub(crate) fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
         let hash = self.hash_of(key);
         let slot = self.find(hash, key)?;
-        if self.nodes[self.meta[slot as usize].pos as usize].seq != seq {
+        if self.seq_of(&self.nodes[self.meta[slot as usize].pos as usize]) != seq {
             return None;
         }
         self.unindex(hash, slot);
@@ -673,7 +685,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         for (pos, node) in self.nodes.iter().enumerate() {
             if pos > 0 {
                 let parent = &self.nodes[(pos - 1) / ARITY];
-                if node.before(parent) {
+                if self.before(node, parent) {
                     return Err(format!("heap order broken at position {pos}"));
                 }
             }
@@ -687,8 +699,9 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
                     node.slot, meta.pos
                 ));
             }
-            if node.seq >= self.next_seq {
-                return Err(format!("stamp {} not below next_seq", node.seq));
+            let seq = (u64::from(meta.seq_hi) << 32) | u64::from(node.seq_lo);
+            if seq >= self.next_seq {
+                return Err(format!("stamp {seq} not below next_seq"));
             }
             if self
                 .index
@@ -720,6 +733,27 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Ok(())
     }
 
+    /// The full stamp of the entry of `node`.
+    #[inline]
+    fn seq_of(&self, node: &Node) -> u64 {
+        (u64::from(self.meta[node.slot as usize].seq_hi) << 32) | u64::from(node.seq_lo)
+    }
+
+    /// Strict heap order: earlier due first, then earlier stamp. Compares
+    /// the stamps' low halves alone while every stamp issued fits in 32
+    /// bits (all high halves are then 0), so equal due times read no `Meta`
+    /// before the heap's four billionth stamp.
+    #[inline]
+    fn before(&self, a: &Node, b: &Node) -> bool {
+        if a.due != b.due {
+            return a.due < b.due;
+        }
+        if self.next_seq <= 1 << 32 {
+            return a.seq_lo < b.seq_lo;
+        }
+        self.seq_of(a) < self.seq_of(b)
+    }
+
     /// The hash `slot`'s `Meta` keeps, for the invariant checks (which must
     /// report, not panic on, a slot number past the table).
     fn stored_hash(&self, slot: u32) -> u32 {
@@ -742,11 +776,12 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         let pos = self.meta[slot as usize].pos as usize;
         let node = self.nodes[pos];
         debug_assert_eq!(node.slot, slot, "slot and node disagree");
+        let seq = self.seq_of(&node);
         let last = self.nodes.pop().expect("a slot implies a node");
         if pos < self.nodes.len() {
             self.nodes[pos] = last;
             self.meta[last.slot as usize].pos = pos as u32;
-            if last.before(&node) {
+            if self.before(&last, &node) {
                 self.sift_up(pos);
             } else {
                 self.sift_down(pos);
@@ -765,7 +800,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Entry {
             key: taken.key,
             due: node.due,
-            seq: node.seq,
+            seq,
             value: taken.value,
         }
     }
@@ -815,7 +850,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         while pos > 0 {
             let parent = (pos - 1) / ARITY;
             let p = self.nodes[parent];
-            if !node.before(&p) {
+            if !self.before(&node, &p) {
                 break;
             }
             self.nodes[pos] = p;
@@ -837,12 +872,12 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             let end = (first + ARITY).min(len);
             let mut best = first;
             for c in first + 1..end {
-                if self.nodes[c].before(&self.nodes[best]) {
+                if self.before(&self.nodes[c], &self.nodes[best]) {
                     best = c;
                 }
             }
             let child = self.nodes[best];
-            if !child.before(&node) {
+            if !self.before(&child, &node) {
                 break;
             }
             self.nodes[pos] = child;

@@ -9,8 +9,8 @@
 mod common;
 
 use common::workloads::{
-    churn, Churn, ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnResult,
-    ChurnScheduler, ChurnStp,
+    churn, Churn, ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnPoolDetached,
+    ChurnResult, ChurnScheduler, ChurnStp,
 };
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use stats_alloc::StatsAlloc;
@@ -34,6 +34,7 @@ fn impls() -> Vec<(&'static str, Runner)> {
     }
     vec![
         ("timerpool-scheduler", || r(ChurnScheduler::new)),
+        ("timerpool-pool-detached", || r(ChurnPoolDetached::new)),
         ("timerpool-pool", || r(ChurnPool::new)),
         ("delayqueue", || r(ChurnDelayQueue::new)),
         ("delayqueue+map", || r(ChurnDelayQueueMap::new)),

@@ -3,25 +3,30 @@
 //!
 //! # Layout
 //!
-//! Three tables, each touched as little as an operation allows (the churn
-//! profile in `docs/benchmarks.md` counts the cache misses):
+//! Four tables, each touched as little as an operation allows (the churn
+//! profiles in `docs/bench/churn-lab-notes.md` count the cache misses):
 //!
-//! - The heap array holds small copyable `Node`s (`due`, `seq`, slot
-//!   number), so sifting moves 24-byte values and never touches keys or
-//!   payloads.
-//! - A dense slot table holds each entry's key and payload, 32 bits of the
-//!   key's hash and the position of its node, so a move costs one store into
-//!   the slot table and no hashing. Removal moves the last slot into the hole
-//!   (re-pointing its node and its index bucket, found by the stored hash),
-//!   so the table never has holes and, after mass removal, every table moves
-//!   to a smaller buffer with no compaction pass. (A free list of slots was
+//! - The heap array holds small copyable `Node`s (`due`, the low half of
+//!   `seq`, slot number), so sifting moves 16-byte values (four children in
+//!   64 bytes) and never touches keys or payloads.
+//! - A dense slot table holds each entry's key and payload.
+//! - Beside it, a table of 12-byte `Meta` entries, one per slot, holds the
+//!   position of the entry's node, 32 bits of its key's hash and the high
+//!   half of its stamp. A move
+//!   costs one store into this table, far smaller than the slot table and
+//!   so mostly cached, and no hashing. Removal moves the last slot (and its
+//!   `Meta`) into the hole, re-pointing its node and its index bucket
+//!   (found by the stored hash), so the tables never have holes and, after
+//!   mass removal, every table moves to a smaller buffer with no compaction
+//!   pass. (A free list of slots was
 //!   measured: 5-15% cheaper per removal at 1M entries, but its compaction,
 //!   run inside a removal under the owner's lock, stalled a pool for
 //!   milliseconds.)
-//! - The index (`index.rs`) is an open-addressing table of 8-byte buckets,
-//!   each a slot number beside the same 32 bits of its key's hash: a lookup
-//!   costs one cache miss in the index and one in the slot table (where the
-//!   key is compared), and growing the index never touches a key. The
+//! - The index (`index.rs`) is an open-addressing table of 4-byte buckets,
+//!   each a slot number; a probe compares the 32 hash bits the slot's
+//!   `Meta` keeps. A lookup costs one cache miss in the index and one in
+//!   the slot table (where the key is compared), and growing the index
+//!   never touches a key. The
 //!   default hasher is foldhash with a per-process random seed: several
 //!   times cheaper than SipHash on integer keys, and keys an attacker chooses
 //!   cannot be aimed at a seed they do not know. Callers who need
@@ -108,37 +113,49 @@ pub(crate) fn check_capacity(capacity: usize) -> Result<usize, crate::Error> {
 /// Tables at most this long are never shrunk.
 const FLOOR: usize = 1024;
 
-/// One heap-array element: the ordering key and where the payload lives.
+/// One heap-array element: the ordering key and where the payload lives,
+/// 16 bytes. The entry's stamp is split: its low half here, its high half
+/// in the entry's `Meta` (read only to order equal due times once the heap
+/// has issued more than `u32::MAX` stamps).
 #[derive(Clone, Copy, Debug)]
 struct Node {
     /// Due time of the entry.
     due: i64,
-    /// Insertion stamp, the tie-breaker for equal due times.
-    seq: u64,
+    /// Low 32 bits of the insertion stamp, the tie-breaker for equal due
+    /// times.
+    seq_lo: u32,
     /// Index of the entry's slot in `slots`.
     slot: u32,
 }
 
-impl Node {
-    /// Strict heap order: earlier due first, then earlier stamp.
-    #[inline]
-    fn before(&self, other: &Node) -> bool {
-        (self.due, self.seq) < (other.due, other.seq)
-    }
+/// The low and high halves of a stamp.
+#[inline]
+fn split(seq: u64) -> (u32, u32) {
+    (seq as u32, (seq >> 32) as u32)
 }
 
-/// Key, payload, key hash and heap position of one entry.
+/// Key and payload of one entry.
 #[derive(Debug)]
 struct Slot<K, V> {
     /// The entry's key.
     key: K,
     /// The caller's payload.
     value: V,
+}
+
+/// Heap position, key hash and high stamp half of one entry, in a table
+/// parallel to the slot table (`meta[s]` belongs to `slots[s]`): 12 bytes
+/// per entry, so the position every heap move rewrites lives in a table a
+/// fraction of the slot table's size, which stays in cache far more often.
+#[derive(Debug, Clone, Copy)]
+struct Meta {
+    /// Position of this entry's node in the heap array.
+    pos: u32,
     /// The 32 bits of the key's hash the index files it under, kept so that
     /// moving or removing the entry never hashes the key again.
     hash: u32,
-    /// Position of this entry's node in the heap array.
-    pos: u32,
+    /// High 32 bits of the entry's stamp (the low half is in its node).
+    seq_hi: u32,
 }
 
 impl<K, V> Slot<K, V> {
@@ -163,8 +180,10 @@ pub(crate) struct Retired<K, V> {
     nodes: Vec<Node>,
     /// An emptied slot table.
     slots: Vec<Slot<K, V>>,
+    /// An emptied position and hash table.
+    meta: Vec<Meta>,
     /// An emptied index table.
-    index: Vec<u64>,
+    index: Vec<u32>,
 }
 
 impl<K, V> Retired<K, V> {
@@ -172,13 +191,17 @@ impl<K, V> Retired<K, V> {
         Retired {
             nodes: Vec::new(),
             slots: Vec::new(),
+            meta: Vec::new(),
             index: Vec::new(),
         }
     }
 
     /// True when it holds no buffer.
     pub(crate) fn is_empty(&self) -> bool {
-        self.nodes.capacity() == 0 && self.slots.capacity() == 0 && self.index.capacity() == 0
+        self.nodes.capacity() == 0
+            && self.slots.capacity() == 0
+            && self.meta.capacity() == 0
+            && self.index.capacity() == 0
     }
 }
 
@@ -187,6 +210,7 @@ impl<K, V> fmt::Debug for Retired<K, V> {
         f.debug_struct("Retired")
             .field("nodes", &self.nodes.capacity())
             .field("slots", &self.slots.capacity())
+            .field("meta", &self.meta.capacity())
             .field("index", &self.index.capacity())
             .finish()
     }
@@ -282,8 +306,11 @@ impl Probe {
 pub struct IndexedHeap<K, V, S = DefaultState> {
     /// The heap array, in heap order.
     nodes: Vec<Node>,
-    /// Dense slot table; `slots[nodes[p].slot].pos == p` for every `p`.
+    /// Dense slot table.
     slots: Vec<Slot<K, V>>,
+    /// Position and hash of each slot's entry; `meta[nodes[p].slot].pos == p`
+    /// for every `p`.
+    meta: Vec<Meta>,
     /// Buffers given up by the last shrink, not yet taken by the owner.
     retired: Retired<K, V>,
     /// Key hash → slot number.
@@ -358,6 +385,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         IndexedHeap {
             nodes: Vec::new(),
             slots: Vec::new(),
+            meta: Vec::new(),
             retired: Retired::none(),
             index: SlotIndex::default(),
             hasher,
@@ -374,8 +402,12 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// The slot of `key`, if present. Runs user code and changes nothing.
     #[inline]
     fn find(&self, hash: u32, key: &K) -> Option<u32> {
-        let slots = &self.slots;
-        self.index.find(hash, |s| slots[s as usize].key() == key)
+        let (slots, meta) = (&self.slots, &self.meta);
+        self.index.find(
+            hash,
+            |s| meta[s as usize].hash,
+            |s| slots[s as usize].key() == key,
+        )
     }
 
     /// True when `key` has an entry.
@@ -385,9 +417,9 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Due time and stamp of `key`'s entry.
     pub fn get(&self, key: &K) -> Option<(i64, u64)> {
-        let slot = &self.slots[self.find(self.hash_of(key), key)? as usize];
-        let node = self.nodes[slot.pos as usize];
-        Some((node.due, node.seq))
+        let slot = self.find(self.hash_of(key), key)?;
+        let node = self.nodes[self.meta[slot as usize].pos as usize];
+        Some((node.due, self.seq_of(&node)))
     }
 
     /// Move `key`'s entry to `due`, keeping its payload and its stamp (so a
@@ -396,10 +428,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// leaves the heap as it was.
     pub fn reschedule(&mut self, key: &K, due: i64) -> Option<i64> {
         let slot = self.find(self.hash_of(key), key)?;
-        let pos = self.slots[slot as usize].pos as usize;
+        let pos = self.meta[slot as usize].pos as usize;
         let before = self.nodes[pos];
         self.nodes[pos].due = due;
-        if self.nodes[pos].before(&before) {
+        // The same stamp: the due times alone say which way it moves.
+        if due < before.due {
             self.sift_up(pos);
         } else {
             self.sift_down(pos);
@@ -490,15 +523,19 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         let seq = self.next_seq;
         if let Some(slot) = probe.slot {
             self.next_seq += 1;
-            let s = &mut self.slots[slot as usize];
-            debug_assert_eq!(s.hash, probe.hash, "probe of another key");
-            let old = std::mem::replace(&mut s.value, value);
-            let pos = s.pos as usize;
+            let m = self.meta[slot as usize];
+            debug_assert_eq!(m.hash, probe.hash, "probe of another key");
+            let old = std::mem::replace(&mut self.slots[slot as usize].value, value);
+            let pos = m.pos as usize;
             let before = self.nodes[pos];
-            let (old_due, old_seq) = (before.due, before.seq);
+            let (old_due, old_seq) = (before.due, self.seq_of(&before));
+            let (lo, hi) = split(seq);
             self.nodes[pos].due = due;
-            self.nodes[pos].seq = seq;
-            if self.nodes[pos].before(&before) {
+            self.nodes[pos].seq_lo = lo;
+            self.meta[slot as usize].seq_hi = hi;
+            // The new stamp is the latest: at an equal due time the entry
+            // now orders after where it was, so it can only move down.
+            if due < old_due {
                 self.sift_up(pos);
             } else {
                 self.sift_down(pos);
@@ -525,15 +562,18 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         let pos = self.nodes.len();
         debug_assert!(pos < MAX_LEN, "positions are u32");
         debug_assert_eq!(self.slots.len(), pos);
-        self.slots.push(Slot {
-            key,
-            value,
-            hash,
+        debug_assert_eq!(self.meta.len(), pos);
+        self.slots.push(Slot { key, value });
+        let (seq_lo, seq_hi) = split(seq);
+        self.meta.push(Meta {
             pos: pos as u32,
+            hash,
+            seq_hi,
         });
         let slot = pos as u32;
-        self.index.insert(hash, slot);
-        self.nodes.push(Node { due, seq, slot });
+        let meta = &self.meta;
+        self.index.insert(hash, slot, |s| meta[s as usize].hash);
+        self.nodes.push(Node { due, seq_lo, slot });
         self.sift_up(pos);
     }
 
@@ -546,7 +586,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// The earliest entry's due time and stamp. Runs no user code.
     pub(crate) fn peek_stamp(&self) -> Option<(i64, u64)> {
-        self.nodes.first().map(|n| (n.due, n.seq))
+        self.nodes.first().map(|n| (n.due, self.seq_of(n)))
     }
 
     /// Put back an entry taken out earlier, keeping its stamp (so its place
@@ -569,11 +609,13 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Remove `key`'s entry.
     pub fn remove(&mut self, key: &K) -> Option<Entry<K, V>> {
         let hash = self.hash_of(key);
-        let slots = &self.slots;
+        let (slots, meta) = (&self.slots, &self.meta);
         // Every key comparison happens before the index changes.
-        let slot = self
-            .index
-            .remove(hash, |s| slots[s as usize].key() == key)?;
+        let slot = self.index.remove(
+            hash,
+            |s| meta[s as usize].hash,
+            |s| slots[s as usize].key() == key,
+        )?;
         Some(self.take(slot))
     }
 
@@ -582,7 +624,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     pub(crate) fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
         let hash = self.hash_of(key);
         let slot = self.find(hash, key)?;
-        if self.nodes[self.slots[slot as usize].pos as usize].seq != seq {
+        if self.seq_of(&self.nodes[self.meta[slot as usize].pos as usize]) != seq {
             return None;
         }
         self.unindex(hash, slot);
@@ -592,7 +634,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Remove and return the earliest entry. Runs no user code.
     pub fn pop(&mut self) -> Option<Entry<K, V>> {
         let slot = self.nodes.first()?.slot;
-        self.unindex(self.slots[slot as usize].hash, slot);
+        self.unindex(self.meta[slot as usize].hash, slot);
         Some(self.take(slot))
     }
 
@@ -616,7 +658,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         // slot, which is never one still to be removed.
         let mut out = Vec::with_capacity(doomed.len());
         for &slot in doomed.iter().rev() {
-            self.unindex(self.slots[slot as usize].hash, slot);
+            self.unindex(self.meta[slot as usize].hash, slot);
             out.push(self.take(slot));
         }
         out
@@ -643,10 +685,12 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         use std::mem::size_of;
         self.nodes.capacity() * size_of::<Node>()
             + self.slots.capacity() * size_of::<Slot<K, V>>()
+            + self.meta.capacity() * size_of::<Meta>()
             + self.index.allocated_bytes()
             + self.retired.nodes.capacity() * size_of::<Node>()
             + self.retired.slots.capacity() * size_of::<Slot<K, V>>()
-            + self.retired.index.capacity() * size_of::<u64>()
+            + self.retired.meta.capacity() * size_of::<Meta>()
+            + self.retired.index.capacity() * size_of::<u32>()
     }
 
     /// Check heap order, index agreement and lengths, then that every key
@@ -662,48 +706,56 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// A description of the first broken invariant.
     pub fn check_invariants(&self) -> Result<(), String> {
         let n = self.nodes.len();
-        if self.slots.len() != n || self.index.len() != n {
+        if self.slots.len() != n || self.meta.len() != n || self.index.len() != n {
             return Err(format!(
-                "length mismatch: {} nodes, {} slots, {} index entries",
+                "length mismatch: {} nodes, {} slots, {} positions, {} index entries",
                 n,
                 self.slots.len(),
+                self.meta.len(),
                 self.index.len()
             ));
         }
         for (pos, node) in self.nodes.iter().enumerate() {
             if pos > 0 {
                 let parent = &self.nodes[(pos - 1) / ARITY];
-                if node.before(parent) {
+                if self.before(node, parent) {
                     return Err(format!("heap order broken at position {pos}"));
                 }
             }
-            let slot = self
-                .slots
+            let meta = self
+                .meta
                 .get(node.slot as usize)
                 .ok_or_else(|| format!("node {pos} points past the slot table"))?;
-            if slot.pos as usize != pos {
+            if meta.pos as usize != pos {
                 return Err(format!(
                     "slot {} says position {}, node is at {pos}",
-                    node.slot, slot.pos
+                    node.slot, meta.pos
                 ));
             }
-            if node.seq >= self.next_seq {
-                return Err(format!("stamp {} not below next_seq", node.seq));
+            let seq = (u64::from(meta.seq_hi) << 32) | u64::from(node.seq_lo);
+            if seq >= self.next_seq {
+                return Err(format!("stamp {seq} not below next_seq"));
             }
-            if self.index.find(slot.hash, |s| s == node.slot) != Some(node.slot) {
+            if self
+                .index
+                .find(meta.hash, |s| self.stored_hash(s), |s| s == node.slot)
+                != Some(node.slot)
+            {
                 return Err(format!("slot {} is not indexed under its hash", node.slot));
             }
         }
-        // With the lengths equal and every slot found, the index holds each
-        // slot exactly once.
-        self.index.check(|h, s| match self.slots.get(s as usize) {
-            Some(slot) if slot.hash == h => Ok(()),
-            Some(_) => Err(format!("index holds slot {s} under a wrong hash")),
-            None => Err(format!("index holds missing slot {s}")),
-        })?;
+        // With the lengths equal and every slot found under its hash, only
+        // the index's count and probe sequences remain to check.
+        self.index.check(
+            |s| self.stored_hash(s),
+            |s| match self.meta.get(s as usize) {
+                Some(_) => Ok(()),
+                None => Err(format!("index holds missing slot {s}")),
+            },
+        )?;
         for (s, slot) in self.slots.iter().enumerate() {
             let hash = self.hash_of(slot.key());
-            if hash != slot.hash {
+            if hash != self.meta[s].hash {
                 return Err(format!("slot {s}'s key hashes apart from its stored hash"));
             }
             match self.find(hash, slot.key()) {
@@ -714,31 +766,63 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Ok(())
     }
 
+    /// The full stamp of the entry of `node`.
+    #[inline]
+    fn seq_of(&self, node: &Node) -> u64 {
+        (u64::from(self.meta[node.slot as usize].seq_hi) << 32) | u64::from(node.seq_lo)
+    }
+
+    /// Strict heap order: earlier due first, then earlier stamp. Compares
+    /// the stamps' low halves alone while every stamp issued fits in 32
+    /// bits (all high halves are then 0), so equal due times read no `Meta`
+    /// before the heap's four billionth stamp.
+    #[inline]
+    fn before(&self, a: &Node, b: &Node) -> bool {
+        if a.due != b.due {
+            return a.due < b.due;
+        }
+        if self.next_seq <= 1 << 32 {
+            return a.seq_lo < b.seq_lo;
+        }
+        self.seq_of(a) < self.seq_of(b)
+    }
+
+    /// The hash `slot`'s `Meta` keeps, for the invariant checks (which must
+    /// report, not panic on, a slot number past the table).
+    fn stored_hash(&self, slot: u32) -> u32 {
+        self.meta.get(slot as usize).map_or(0, |m| m.hash)
+    }
+
     /// Remove `slot` from the index, given its stored hash.
     #[inline]
     fn unindex(&mut self, hash: u32, slot: u32) {
-        let removed = self.index.remove(hash, |s| s == slot);
+        let meta = &self.meta;
+        let removed = self
+            .index
+            .remove(hash, |s| meta[s as usize].hash, |s| s == slot);
         debug_assert_eq!(removed, Some(slot), "slot not indexed under its hash");
     }
 
     /// Take slot `slot` (already out of the index) out of the heap and the
     /// slot table. Runs no user code.
     fn take(&mut self, slot: u32) -> Entry<K, V> {
-        let pos = self.slots[slot as usize].pos as usize;
+        let pos = self.meta[slot as usize].pos as usize;
         let node = self.nodes[pos];
         debug_assert_eq!(node.slot, slot, "slot and node disagree");
+        let seq = self.seq_of(&node);
         let last = self.nodes.pop().expect("a slot implies a node");
         if pos < self.nodes.len() {
             self.nodes[pos] = last;
-            self.slots[last.slot as usize].pos = pos as u32;
-            if last.before(&node) {
+            self.meta[last.slot as usize].pos = pos as u32;
+            if self.before(&last, &node) {
                 self.sift_up(pos);
             } else {
                 self.sift_down(pos);
             }
         }
         let taken = self.slots.swap_remove(slot as usize);
-        if let Some(moved) = self.slots.get(slot as usize) {
+        self.meta.swap_remove(slot as usize);
+        if let Some(&moved) = self.meta.get(slot as usize) {
             // The former last slot now lives at `slot`: repoint its node and
             // its index bucket (found by its stored hash and old number).
             let from = self.slots.len() as u32;
@@ -749,7 +833,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Entry {
             key: taken.key,
             due: node.due,
-            seq: node.seq,
+            seq,
             value: taken.value,
         }
     }
@@ -770,14 +854,22 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             let mut slots = Vec::with_capacity(target);
             slots.append(&mut self.slots);
             shrunk.slots = std::mem::replace(&mut self.slots, slots);
+            let mut meta = Vec::with_capacity(target);
+            meta.extend_from_slice(&self.meta);
+            shrunk.meta = std::mem::replace(&mut self.meta, meta);
+            shrunk.meta.clear();
         }
-        if let Some(index) = self.index.shrink_if_sparse() {
+        let meta = &self.meta;
+        if let Some(index) = self.index.shrink_if_sparse(|s| meta[s as usize].hash) {
             shrunk.index = index;
         }
         // Retired buffers hold no entry, so dropping them (here or in the
         // owner) never runs user code.
         debug_assert!(
-            shrunk.nodes.is_empty() && shrunk.slots.is_empty() && shrunk.index.is_empty()
+            shrunk.nodes.is_empty()
+                && shrunk.slots.is_empty()
+                && shrunk.meta.is_empty()
+                && shrunk.index.is_empty()
         );
         if !shrunk.is_empty() {
             // Keeps at most one generation: an owner that does not take
@@ -791,15 +883,15 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         while pos > 0 {
             let parent = (pos - 1) / ARITY;
             let p = self.nodes[parent];
-            if !node.before(&p) {
+            if !self.before(&node, &p) {
                 break;
             }
             self.nodes[pos] = p;
-            self.slots[p.slot as usize].pos = pos as u32;
+            self.meta[p.slot as usize].pos = pos as u32;
             pos = parent;
         }
         self.nodes[pos] = node;
-        self.slots[node.slot as usize].pos = pos as u32;
+        self.meta[node.slot as usize].pos = pos as u32;
     }
 
     fn sift_down(&mut self, mut pos: usize) {
@@ -813,20 +905,20 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             let end = (first + ARITY).min(len);
             let mut best = first;
             for c in first + 1..end {
-                if self.nodes[c].before(&self.nodes[best]) {
+                if self.before(&self.nodes[c], &self.nodes[best]) {
                     best = c;
                 }
             }
             let child = self.nodes[best];
-            if !child.before(&node) {
+            if !self.before(&child, &node) {
                 break;
             }
             self.nodes[pos] = child;
-            self.slots[child.slot as usize].pos = pos as u32;
+            self.meta[child.slot as usize].pos = pos as u32;
             pos = best;
         }
         self.nodes[pos] = node;
-        self.slots[node.slot as usize].pos = pos as u32;
+        self.meta[node.slot as usize].pos = pos as u32;
     }
 }
 

@@ -4,7 +4,7 @@
 use super::naive::{NaiveHandle, NaivePool};
 use super::pools::Pool;
 use super::{ctx_switches, live_bytes, scramble};
-use cpu_time::ProcessTime;
+use cpu_time::{ProcessTime, ThreadTime};
 use hdrhistogram::Histogram;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -394,6 +394,9 @@ pub trait Churn {
 pub struct ChurnResult {
     /// Nanoseconds per insert, reschedule, cancel.
     pub ns: [f64; 3],
+    /// The same in the measuring thread's CPU time: on a loaded machine it
+    /// leaves out the time the thread waited for a CPU.
+    pub cpu_ns: [f64; 3],
     /// Live heap bytes after each phase, above the baseline before inserting.
     pub bytes: [i64; 3],
 }
@@ -402,6 +405,17 @@ pub struct ChurnResult {
 /// `make` builds the structure; caller-side storage it preallocates is not
 /// counted.
 pub fn churn<C: Churn>(n: usize, make: impl FnOnce(usize) -> C) -> ChurnResult {
+    churn_phases(n, 3, make)
+}
+
+/// [`churn`], stopping after the first `phases` phases (1: insert only, 2:
+/// insert and reschedule), so that a profiler's counts of runs with 1, 2
+/// and 3 phases give each phase's share by difference.
+pub fn churn_phases<C: Churn>(
+    n: usize,
+    phases: usize,
+    make: impl FnOnce(usize) -> C,
+) -> ChurnResult {
     let mut c = make(n);
     let base = Instant::now() + Duration::from_secs(3600);
     let due = |i: usize, round: u64| {
@@ -416,32 +430,43 @@ pub fn churn<C: Churn>(n: usize, make: impl FnOnce(usize) -> C) -> ChurnResult {
     let _entered = rt.as_ref().map(|h| h.enter());
     let b0 = live_bytes();
     let mut ns = [0.0; 3];
+    let mut cpu_ns = [0.0; 3];
     let mut bytes = [0; 3];
+    let per_op = |d: Duration| d.as_nanos() as f64 / n as f64;
 
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), ThreadTime::now());
     for (i, &due) in first.iter().enumerate() {
         c.insert(i, scramble(i as u64), due);
     }
-    ns[0] = t.elapsed().as_nanos() as f64 / n as f64;
+    (ns[0], cpu_ns[0]) = (per_op(t.elapsed()), per_op(cpu.elapsed()));
     bytes[0] = live_bytes() - b0;
 
-    let t = Instant::now();
+    if phases < 2 {
+        // Not dropped: tearing down a full structure is no phase's cost.
+        std::mem::forget(c);
+        return ChurnResult { ns, cpu_ns, bytes };
+    }
+    let (t, cpu) = (Instant::now(), ThreadTime::now());
     for &i in &order {
         c.reschedule(i, scramble(i as u64), second[i]);
     }
-    ns[1] = t.elapsed().as_nanos() as f64 / n as f64;
+    (ns[1], cpu_ns[1]) = (per_op(t.elapsed()), per_op(cpu.elapsed()));
     bytes[1] = live_bytes() - b0;
 
-    let t = Instant::now();
+    if phases < 3 {
+        std::mem::forget(c);
+        return ChurnResult { ns, cpu_ns, bytes };
+    }
+    let (t, cpu) = (Instant::now(), ThreadTime::now());
     for i in 0..n {
         let i = order[(i * 31) % n];
         c.cancel(i, scramble(i as u64));
     }
-    ns[2] = t.elapsed().as_nanos() as f64 / n as f64;
+    (ns[2], cpu_ns[2]) = (per_op(t.elapsed()), per_op(cpu.elapsed()));
     bytes[2] = live_bytes() - b0;
     black_box(&c);
     drop(c);
-    ChurnResult { ns, bytes }
+    ChurnResult { ns, cpu_ns, bytes }
 }
 
 /// The keyed core, `Scheduler<u64>`, through its thread-safe `&self` API.
@@ -507,6 +532,33 @@ impl Churn for ChurnPool {
                 })
                 .unwrap(),
         );
+    }
+    fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
+        self.insert(i, key, due);
+    }
+    fn cancel(&mut self, _i: usize, key: u64) {
+        assert!(self.0.cancel(&key));
+    }
+}
+
+/// The pool's keyed API without handles, `TimerPool<u64>::schedule_detached`
+/// and `cancel`: what a user who never reads the outcome calls.
+pub struct ChurnPoolDetached(pub timerpool::TimerPool<u64>);
+
+impl ChurnPoolDetached {
+    /// A pool with 2 workers.
+    pub fn new(n: usize) -> Self {
+        ChurnPoolDetached(ChurnPool::new(n).0)
+    }
+}
+
+impl Churn for ChurnPoolDetached {
+    fn insert(&mut self, _i: usize, key: u64, due: Instant) {
+        self.0
+            .schedule_detached(key, due, move || {
+                black_box(key);
+            })
+            .unwrap();
     }
     fn reschedule(&mut self, i: usize, key: u64, due: Instant) {
         self.insert(i, key, due);

@@ -1,28 +1,32 @@
 //! Open-addressing hash index from a key's hash to a slot number, with linear
 //! probing and backward-shift deletion (no tombstones).
 //!
-//! Each bucket is one `u64`: 32 bits of the key's hash beside the slot
-//! number, so a probe compares hashes inside the bucket's cache line and
-//! reads a slot (to compare the key) only on a 32-bit hash match, and a
-//! resize re-places buckets from the stored hash without touching any key.
-//! A lookup costs about one cache miss in the index plus the slot's own.
+//! Each bucket is one `u32`, a slot number. The 32 bits of the key's hash
+//! the index files a slot under live with the caller, which keeps them per
+//! slot in a table much smaller than its keys (the heap's `Meta`) and
+//! hands the index a function to read them: a probe compares hashes there
+//! and reads a slot (to compare the key) only on a 32-bit hash match, and a
+//! resize re-places buckets from the stored hashes without touching any
+//! key. Four bytes a bucket instead of eight (with the hash inside) halve
+//! the index; the hash reads hit a table that is mostly cached.
 //!
 //! The index never sees a key: it takes those 32 bits (see [`short`]) and
 //! asks its caller to compare keys, so every call into user code happens in
 //! the caller, before the caller changes anything.
 
-/// An empty bucket.
-const EMPTY: u64 = u64::MAX;
+/// An empty bucket (no slot has this number: a heap holds fewer than
+/// `u32::MAX` entries).
+const EMPTY: u32 = u32::MAX;
 
 /// Most buckets in use, as a fraction: 3/4.
 const LOAD_NUM: usize = 3;
 const LOAD_DEN: usize = 4;
 
-/// The index: buckets of `hash32 << 32 | slot`.
+/// The index: buckets of slot numbers.
 #[derive(Debug, Default)]
 pub(super) struct SlotIndex {
     /// Power-of-two table, or empty.
-    buckets: Vec<u64>,
+    buckets: Vec<u32>,
     /// Buckets in use.
     len: usize,
 }
@@ -34,21 +38,6 @@ pub(super) fn short(hash: u64) -> u32 {
     (hash >> 32) as u32
 }
 
-#[inline]
-fn pack(h: u32, slot: u32) -> u64 {
-    (u64::from(h) << 32) | u64::from(slot)
-}
-
-#[inline]
-fn hash_of(b: u64) -> u32 {
-    (b >> 32) as u32
-}
-
-#[inline]
-fn slot_of(b: u64) -> u32 {
-    b as u32
-}
-
 impl SlotIndex {
     /// Entries held.
     pub(super) fn len(&self) -> usize {
@@ -57,7 +46,7 @@ impl SlotIndex {
 
     /// Bytes allocated.
     pub(super) fn allocated_bytes(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<u64>()
+        self.buckets.capacity() * std::mem::size_of::<u32>()
     }
 
     #[inline]
@@ -65,17 +54,27 @@ impl SlotIndex {
         self.buckets.len() - 1
     }
 
-    /// The slot whose hash matches and for which `is_key` holds.
+    /// The slot filed under `h` (by `hash`, each slot's stored hash) for
+    /// which `is_key` holds.
     #[inline]
-    pub(super) fn find(&self, h: u32, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
-        self.find_bucket(h, is_key)
-            .map(|i| slot_of(self.buckets[i]))
+    pub(super) fn find(
+        &self,
+        h: u32,
+        hash: impl Fn(u32) -> u32,
+        is_key: impl FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        self.find_bucket(h, hash, is_key).map(|i| self.buckets[i])
     }
 
     /// The bucket holding a slot with a matching hash for which `is_key`
     /// holds. Reads only: a panic in `is_key` leaves the index as it was.
     #[inline]
-    fn find_bucket(&self, h: u32, mut is_key: impl FnMut(u32) -> bool) -> Option<usize> {
+    fn find_bucket(
+        &self,
+        h: u32,
+        hash: impl Fn(u32) -> u32,
+        mut is_key: impl FnMut(u32) -> bool,
+    ) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
@@ -86,7 +85,7 @@ impl SlotIndex {
             if b == EMPTY {
                 return None;
             }
-            if hash_of(b) == h && is_key(slot_of(b)) {
+            if hash(b) == h && is_key(b) {
                 return Some(i);
             }
             i = (i + 1) & mask;
@@ -94,52 +93,60 @@ impl SlotIndex {
     }
 
     /// Add `slot` under the hash bits `h`; the caller guarantees its key is
-    /// absent.
-    pub(super) fn insert(&mut self, h: u32, slot: u32) {
+    /// absent, and `hash` gives every indexed slot's hash (for a resize).
+    pub(super) fn insert(&mut self, h: u32, slot: u32, hash: impl Fn(u32) -> u32) {
+        debug_assert!(slot != EMPTY, "slot numbers are below u32::MAX");
         if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
             let _ = self.resize(
                 ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
                     .next_power_of_two()
                     .max(16),
+                hash,
             );
         }
         debug_assert!(self.len < self.buckets.len(), "a full index cannot probe");
-        self.place(pack(h, slot));
+        self.place(h, slot);
         self.len += 1;
     }
 
-    /// Put a bucket value at its first free probe position.
+    /// Put `slot` at the first free position of the probe sequence of `h`.
     #[inline]
-    fn place(&mut self, b: u64) {
+    fn place(&mut self, h: u32, slot: u32) {
         let mask = self.mask();
-        let mut i = hash_of(b) as usize & mask;
+        let mut i = h as usize & mask;
         while self.buckets[i] != EMPTY {
             i = (i + 1) & mask;
         }
-        self.buckets[i] = b;
+        self.buckets[i] = slot;
     }
 
     /// Remove the entry for which `is_key` holds; returns its slot. Every
     /// call of `is_key` comes before the index changes.
-    pub(super) fn remove(&mut self, h: u32, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
-        let i = self.find_bucket(h, is_key)?;
-        let slot = slot_of(self.buckets[i]);
-        self.erase(i);
+    pub(super) fn remove(
+        &mut self,
+        h: u32,
+        hash: impl Fn(u32) -> u32,
+        is_key: impl FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        let i = self.find_bucket(h, &hash, is_key)?;
+        let slot = self.buckets[i];
+        self.erase(i, hash);
         Some(slot)
     }
 
-    /// Point the entry of slot `old` (under `h`) at slot `new` instead.
+    /// Point the entry of slot `old` (filed under `h`) at slot `new`
+    /// instead. Compares slot numbers only: no stored hash is read.
     pub(super) fn repoint(&mut self, h: u32, old: u32, new: u32) {
-        let found = self.find_bucket(h, |s| s == old);
+        let found = self.find_bucket(h, |_| h, |s| s == old);
         debug_assert!(found.is_some(), "slot {old} is not indexed under its hash");
         if let Some(i) = found {
-            self.buckets[i] = pack(h, new);
+            self.buckets[i] = new;
         }
     }
 
     /// Empty bucket `i` and shift later members of its cluster back, so no
     /// probe sequence is broken and no tombstone is left.
-    fn erase(&mut self, mut i: usize) {
+    fn erase(&mut self, mut i: usize, hash: impl Fn(u32) -> u32) {
         let mask = self.mask();
         self.len -= 1;
         let mut j = i;
@@ -149,7 +156,7 @@ impl SlotIndex {
             if b == EMPTY {
                 break;
             }
-            let home = hash_of(b) as usize & mask;
+            let home = hash(b) as usize & mask;
             // Move `b` into the hole unless its home lies cyclically in (i, j].
             let stays = if i <= j {
                 i < home && home <= j
@@ -167,12 +174,12 @@ impl SlotIndex {
     /// Shrink the table once it is a 32nd full, returning the old buckets
     /// for the caller to free (outside its lock: freeing a large buffer can
     /// stall). Rarely, and only when few entries are left to re-place.
-    pub(super) fn shrink_if_sparse(&mut self) -> Option<Vec<u64>> {
+    pub(super) fn shrink_if_sparse(&mut self, hash: impl Fn(u32) -> u32) -> Option<Vec<u32>> {
         let n = self.buckets.len();
         if n > 64 && self.len * 32 < n {
             let want = ((self.len * LOAD_DEN / LOAD_NUM + 1).next_power_of_two() * 2).max(16);
             if want < n {
-                return Some(self.resize(want));
+                return Some(self.resize(want, hash));
             }
         }
         None
@@ -180,27 +187,39 @@ impl SlotIndex {
 
     /// Re-place every bucket in a table of `n` buckets; returns the old,
     /// emptied table.
-    fn resize(&mut self, n: usize) -> Vec<u64> {
+    fn resize(&mut self, n: usize, hash: impl Fn(u32) -> u32) -> Vec<u32> {
         let mut old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
         for &b in &old {
             if b != EMPTY {
-                self.place(b);
+                self.place(hash(b), b);
             }
         }
         old.clear();
         old
     }
 
-    /// Every (hash32, slot) pair, for invariant checks.
+    /// Every indexed slot, for invariant checks: each must pass `ok` and be
+    /// reachable from the home bucket of its hash (by `hash`) without
+    /// crossing an empty bucket.
     pub(super) fn check(
         &self,
-        mut ok: impl FnMut(u32, u32) -> Result<(), String>,
+        hash: impl Fn(u32) -> u32,
+        mut ok: impl FnMut(u32) -> Result<(), String>,
     ) -> Result<(), String> {
         let mut n = 0;
-        for &b in &self.buckets {
-            if b != EMPTY {
-                n += 1;
-                ok(hash_of(b), slot_of(b))?;
+        for (i, &b) in self.buckets.iter().enumerate() {
+            if b == EMPTY {
+                continue;
+            }
+            n += 1;
+            ok(b)?;
+            let mask = self.mask();
+            let mut j = hash(b) as usize & mask;
+            while j != i {
+                if self.buckets[j] == EMPTY {
+                    return Err(format!("slot {b} is cut off from its home bucket"));
+                }
+                j = (j + 1) & mask;
             }
         }
         if n != self.len {
@@ -221,22 +240,23 @@ mod tests {
         let hash = |k: u32| k % 64;
         let mut live = Vec::new();
         for k in 0..5000u32 {
-            ix.insert(hash(k), k);
+            ix.insert(hash(k), k, hash);
             live.push(k);
             if k % 3 == 0 {
                 let gone = live.swap_remove((k as usize * 7) % live.len());
-                assert_eq!(ix.remove(hash(gone), |s| s == gone), Some(gone));
+                assert_eq!(ix.remove(hash(gone), hash, |s| s == gone), Some(gone));
             }
         }
+        ix.check(hash, |_| Ok(())).unwrap();
         for &k in &live {
-            assert_eq!(ix.find(hash(k), |s| s == k), Some(k));
+            assert_eq!(ix.find(hash(k), hash, |s| s == k), Some(k));
         }
         assert_eq!(ix.len(), live.len());
         for k in live.drain(..) {
-            assert_eq!(ix.remove(hash(k), |s| s == k), Some(k));
+            assert_eq!(ix.remove(hash(k), hash, |s| s == k), Some(k));
         }
         assert_eq!(ix.len(), 0);
-        assert!(ix.shrink_if_sparse().is_some());
-        assert!(ix.allocated_bytes() <= 64 * 8);
+        assert!(ix.shrink_if_sparse(hash).is_some());
+        assert!(ix.allocated_bytes() <= 64 * 4);
     }
 }

@@ -201,3 +201,30 @@ fn removals_keep_the_slot_table_dense_and_ordered() {
     assert_eq!(h.len(), 5000);
     assert_eq!(h.pop().map(|e| e.key), Some(10_000));
 }
+
+#[test]
+fn equal_due_times_keep_their_order_across_the_32_bit_stamp_boundary() {
+    let mut h = IndexedHeap::new();
+    // Stamps from 2^32 - 3 on: the low halves wrap while the entries wait.
+    h.next_seq = (1 << 32) - 3;
+    let mut stamps = Vec::new();
+    for k in 0..8u32 {
+        let Inserted::New { seq } = h.insert(k, 7, k) else {
+            panic!("new key")
+        };
+        stamps.push(seq);
+        h.insert(100 + k, i64::from(k % 3) * 7, k);
+        h.check_invariants().unwrap();
+    }
+    assert!(stamps[0] < 1 << 32 && stamps[7] > 1 << 32);
+    assert_eq!(h.get(&5), Some((7, stamps[5])));
+    // Replacing moves an entry behind the others at its due time.
+    h.insert(1, 7, 1);
+    assert_eq!(h.remove_seq(&1, stamps[1]), None);
+    h.check_invariants().unwrap();
+    let order: Vec<u32> = std::iter::from_fn(|| h.pop())
+        .filter(|e| e.due == 7 && e.key < 100)
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(order, vec![0, 2, 3, 4, 5, 6, 7, 1]);
+}

@@ -227,12 +227,65 @@ pub(crate) enum Ran {
     Expired,
 }
 
+/// [`Stamps`] as an outcome slot keeps them: each step as signed
+/// nanoseconds from the task's due time, 24 bytes instead of 48, with
+/// sentinels for a step not reached and for nothing delivered yet. Every
+/// task with a handle keeps one of these while it is pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Packed([i64; 3]);
+
+/// A step the task never reached.
+const UNREACHED: i64 = i64::MIN;
+/// In the first step: no outcome delivered yet.
+const UNDELIVERED: i64 = i64::MIN + 1;
+/// The earliest offset a step can take (beyond the sentinels).
+const EARLIEST: i64 = i64::MIN + 2;
+
+impl Packed {
+    /// Nothing delivered yet.
+    const PENDING: Packed = Packed([UNDELIVERED, UNREACHED, UNREACHED]);
+
+    /// True once an outcome was delivered.
+    fn delivered(&self) -> bool {
+        self.0[0] != UNDELIVERED
+    }
+
+    /// `stamps` relative to `due`; offsets beyond ±292 years saturate.
+    fn pack(stamps: Stamps, due: Instant) -> Packed {
+        let off = |t: Option<Instant>| match t {
+            None => UNREACHED,
+            Some(t) if t >= due => i64::try_from((t - due).as_nanos()).unwrap_or(i64::MAX),
+            Some(t) => i64::try_from((due - t).as_nanos()).map_or(EARLIEST, |n| (-n).max(EARLIEST)),
+        };
+        Packed([
+            off(stamps.claimed),
+            off(stamps.started),
+            off(stamps.finished),
+        ])
+    }
+
+    /// The stamps back, given the same `due`.
+    fn unpack(&self, due: Instant) -> Stamps {
+        debug_assert!(self.delivered(), "no stamps before the outcome");
+        let at = |off: i64| match off {
+            UNREACHED => None,
+            off if off >= 0 => due.checked_add(Duration::from_nanos(off as u64)),
+            off => due.checked_sub(Duration::from_nanos(off.unsigned_abs())),
+        };
+        Stamps {
+            claimed: at(self.0[0]),
+            started: at(self.0[1]),
+            finished: at(self.0[2]),
+        }
+    }
+}
+
 /// The outcome and stamps, once there are some.
 struct Delivered<T> {
     /// Taken by the handle.
     outcome: Option<Outcome<T>>,
-    /// Set with the outcome.
-    stamps: Option<Stamps>,
+    /// Set with the outcome; [`Packed::PENDING`] until then.
+    stamps: Packed,
     /// The waker of a handle being awaited, woken with the outcome.
     waker: Option<Waker>,
 }
@@ -255,7 +308,7 @@ impl<T> OutcomeSlot<T> {
         OutcomeSlot {
             value: Mutex::new(Delivered {
                 outcome: None,
-                stamps: None,
+                stamps: Packed::PENDING,
                 waker: None,
             }),
             ready: Condvar::new(),
@@ -269,9 +322,10 @@ impl<T> OutcomeSlot<T> {
     pub(crate) fn set(&self, outcome: Outcome<T>, stamps: Stamps) {
         let waker = {
             let mut v = self.value.lock();
-            debug_assert!(v.stamps.is_none(), "a task got two outcomes");
+            debug_assert!(!v.stamps.delivered(), "a task got two outcomes");
             v.outcome = Some(outcome);
-            v.stamps = Some(stamps);
+            v.stamps = Packed::pack(stamps, self.due);
+            debug_assert!(v.stamps.delivered());
             self.ready.notify_all();
             v.waker.take()
         };
@@ -293,7 +347,7 @@ impl<T> OutcomeSlot<T> {
             return Poll::Ready(o);
         }
         assert!(
-            v.stamps.is_none(),
+            !v.stamps.delivered(),
             "a task handle was polled after it completed"
         );
         if self.faults.has(Fault::WakerCheckThenRegister) {
@@ -308,12 +362,13 @@ impl<T> OutcomeSlot<T> {
 
     /// True once an outcome was delivered.
     pub(crate) fn is_set(&self) -> bool {
-        self.value.lock().stamps.is_some()
+        self.value.lock().stamps.delivered()
     }
 
     /// The timing, once an outcome was delivered.
     pub(crate) fn timing(&self) -> Option<Timing> {
-        let s = self.value.lock().stamps?;
+        let packed = self.value.lock().stamps;
+        let s = packed.delivered().then(|| packed.unpack(self.due))?;
         Some(Timing {
             due: self.due,
             claimed: s.claimed,
@@ -371,4 +426,47 @@ pub(crate) struct RunCtx {
     pub(crate) started_ns: i64,
     /// A completion stream wants a panic's message even without a handle.
     pub(crate) keep_panic: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_stamps_round_trip_relative_to_the_due_time() {
+        let due = Instant::now() + Duration::from_secs(5);
+        let cases = [
+            Stamps::unclaimed(),
+            Stamps::claimed(due + Duration::from_nanos(1)),
+            // A claim before the due time (an early wake) is kept as it was.
+            Stamps::ran(
+                due - Duration::from_micros(250),
+                due,
+                due + Duration::from_secs(3600),
+            ),
+        ];
+        for stamps in cases {
+            let packed = Packed::pack(stamps, due);
+            assert!(packed.delivered());
+            let back = packed.unpack(due);
+            assert_eq!(
+                (back.claimed, back.started, back.finished),
+                (stamps.claimed, stamps.started, stamps.finished)
+            );
+        }
+        assert!(!Packed::PENDING.delivered());
+    }
+
+    #[test]
+    fn an_outcome_slot_keeps_its_timing_in_packed_form() {
+        let due = Instant::now();
+        let slot = OutcomeSlot::<u8>::new(due, Faults::default());
+        assert!(!slot.is_set() && slot.timing().is_none());
+        let at = due + Duration::from_millis(2);
+        slot.set(Outcome::Completed(7), Stamps::ran(at, at, at));
+        let t = slot.timing().unwrap();
+        assert_eq!((t.due, t.claimed, t.started), (due, Some(at), Some(at)));
+        assert_eq!(slot.try_take(), Some(Outcome::Completed(7)));
+        assert!(slot.is_set());
+    }
 }

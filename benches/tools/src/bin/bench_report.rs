@@ -16,8 +16,8 @@ mod common;
 use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
 use common::workloads::{
     burst, burst_batch, burst_batch_detached, churn, idle, lateness, mixed, preemption,
-    ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnResult, ChurnScheduler,
-    ChurnStp, Idle, Lateness, Mixed,
+    ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnPoolDetached, ChurnResult,
+    ChurnScheduler, ChurnStp, Idle, Lateness, Mixed,
 };
 use stats_alloc::StatsAlloc;
 use std::alloc::System;
@@ -165,11 +165,16 @@ fn main() {
 
     if want("churn") {
         type Runner = fn() -> ChurnResult;
-        let impls: [(&str, Runner); 6] = [
-            ("timerpool-scheduler", || churn(CHURN, ChurnScheduler::new)),
+        // The two pool variants first, then their peers: the keyed
+        // DelayQueue (the target's reference) and the bare one (the floor).
+        let impls: [(&str, Runner); 7] = [
+            ("timerpool-pool-detached", || {
+                churn(CHURN, ChurnPoolDetached::new)
+            }),
             ("timerpool-pool", || churn(CHURN, ChurnPool::new)),
-            ("delayqueue", || churn(CHURN, ChurnDelayQueue::new)),
             ("delayqueue+map", || churn(CHURN, ChurnDelayQueueMap::new)),
+            ("delayqueue", || churn(CHURN, ChurnDelayQueue::new)),
+            ("timerpool-scheduler", || churn(CHURN, ChurnScheduler::new)),
             ("scheduled-thread-pool", || churn(CHURN, ChurnStp::new)),
             ("naive", || churn(CHURN, ChurnNaive::new)),
         ];
@@ -191,6 +196,9 @@ fn main() {
                         v.iter().map(|r| r.bytes[p] as f64 / CHURN as f64).collect(),
                     ));
                 }
+                for p in 0..3 {
+                    cells.push(stat(v.iter().map(|r| r.cpu_ns[p]).collect()));
+                }
                 Row { name: n, cells }
             })
             .collect();
@@ -203,10 +211,14 @@ fn main() {
                 "B/entry ins",
                 "B/entry resch",
                 "B/entry cancel",
+                "insert cpu ns",
+                "resched cpu ns",
+                "cancel cpu ns",
             ],
             &rows,
-            &[false, false, false, false, false, false],
+            &[false; 9],
         );
+        churn_targets(&rows);
         for (n, v) in impls.iter().zip(&res) {
             let peak = median(
                 v.iter()
@@ -352,6 +364,38 @@ fn main() {
         }
     }
     println!("\ntotal {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// The churn targets: each pool variant's phases against the keyed
+/// DelayQueue (rows 0, 1 and 2 of `rows`), and its bytes per pending timer
+/// against the bare DelayQueue (row 3) handle-less and the keyed one with
+/// handles. Below 1 means timerpool costs less.
+fn churn_targets(rows: &[Row]) {
+    let (keyed, bare) = (&rows[2], &rows[3]);
+    println!("\nchurn targets (timerpool / peer; < 1: timerpool costs less)");
+    println!(
+        "{:<24} {:>9} {:>9} {:>9} {:>12} {:>12}",
+        "variant", "insert", "resched", "cancel", "B/timer", "B/timer peer"
+    );
+    for (r, ns_max, mem_peer) in [(&rows[0], 0.6, bare), (&rows[1], 1.0, keyed)] {
+        // Wall-clock ratios, then the same in thread CPU time (cells 6-8).
+        for (what, at) in [("wall", 0), ("cpu", 6)] {
+            let ns: Vec<f64> = (at..at + 3)
+                .map(|p| r.cells[p].0 / keyed.cells[p].0)
+                .collect();
+            println!(
+                "{:<24} {:>8.2}x {:>8.2}x {:>8.2}x {:>11.1}B {:>11.1}B   ({what}; targets: <= {ns_max}x per phase vs {}, B/timer <= {})",
+                r.name,
+                ns[0],
+                ns[1],
+                ns[2],
+                r.cells[3].0,
+                mem_peer.cells[3].0,
+                keyed.name,
+                mem_peer.name
+            );
+        }
+    }
 }
 
 /// Mixed task lengths (the fair hand-off): 20,000 tasks due over 2 s, every

@@ -105,30 +105,29 @@ fn running_counts_the_tasks_that_run_now() {
     eventually("the runs to be counted as ended", || pool.running() == 0);
 }
 
-/// The leader's timed waits end at their deadline: on Linux every worker
-/// thread's timer slack is 1 ns by the time its start hook runs.
+/// Precision mode's timed waits end at their deadline: on Linux its worker
+/// threads' timer slack is 1 ns by the time their start hook runs; a
+/// default pool leaves the kernel's slack alone, so it can fold wake-ups.
 #[cfg(target_os = "linux")]
 #[test]
-fn worker_threads_ask_for_the_tightest_timer_slack() {
-    let slack = Arc::new(Mutex::new(Vec::new()));
-    let seen = slack.clone();
-    let pool = TimerPool::<u64>::builder()
-        .workers(2)
-        .on_thread_start(move || {
-            seen.lock().unwrap().push(own_timer_slack());
-        })
-        .build()
-        .unwrap();
-    pool.shutdown();
-    assert_eq!(
-        *slack.lock().unwrap(),
-        vec!["1".to_string(), "1".to_string()]
-    );
-    assert_ne!(
-        own_timer_slack(),
-        "1",
-        "the caller's own thread is left alone"
-    );
+fn precision_mode_asks_for_the_tightest_timer_slack_and_the_default_does_not() {
+    let slack_of = |precise: bool| {
+        let slack = Arc::new(Mutex::new(Vec::new()));
+        let seen = slack.clone();
+        let mut builder = TimerPool::<u64>::builder()
+            .workers(2)
+            .on_thread_start(move || seen.lock().unwrap().push(own_timer_slack()));
+        if precise {
+            builder = builder.spin_before_due(Duration::from_micros(100));
+        }
+        builder.build().unwrap().shutdown();
+        let seen = slack.lock().unwrap().clone();
+        seen
+    };
+    let own = own_timer_slack();
+    assert_ne!(own, "1", "the caller's own thread is left alone");
+    assert_eq!(slack_of(true), vec!["1".to_string(), "1".to_string()]);
+    assert_eq!(slack_of(false), vec![own.clone(), own]);
 }
 
 /// The calling thread's timer slack in nanoseconds, as Linux reports it in

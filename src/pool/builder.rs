@@ -298,18 +298,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
-    /// Adaptive early wake: the leader measures how late the operating
-    /// system wakes it from timed waits, wakes that much (a smoothed
-    /// estimate, at most 1 ms) before the earliest due time, and yields the
-    /// remaining microseconds as in [`spin_before_due`](Self::spin_before_due).
-    /// Tasks start closer to their due time; they never start before it.
-    /// The yielding is paid from a budget of a tenth of one core (1 ms of
-    /// yielding earned per 10 ms of real time, at most 2 ms saved up): due
-    /// times that follow each other closer than the wake-up latency use the
-    /// budget up, and then the leader sleeps until each due time itself. An
-    /// idle pool, or one whose timers lie further apart, sleeps as with a
-    /// plain timed wait. Turn it off to spend no CPU on it; for an unbounded
-    /// window, use [`spin_before_due`](Self::spin_before_due). Default: on.
+    /// Adaptive early wake for sparse timers: the leader measures how late
+    /// the operating system wakes it from timed waits, wakes that much (a
+    /// smoothed estimate, at most 1 ms) before the earliest due time, and
+    /// yields the remaining microseconds as in
+    /// [`spin_before_due`](Self::spin_before_due). Tasks start closer to
+    /// their due time; they never start before it. It stands down for dense
+    /// due times (work found due less than four wake latencies ago), where
+    /// early wakes would cost several times the CPU of plain waits, and its
+    /// yielding is paid from a budget of a tenth of one core. So a stream
+    /// of due times costs what plain timed waits cost, and an isolated
+    /// timer (a timeout, a preempting task) starts within microseconds.
+    /// Turn it off to spend nothing on it; for precision on dense streams
+    /// too, use [`spin_before_due`](Self::spin_before_due). Default: on.
     ///
     /// # Examples
     ///

@@ -20,6 +20,9 @@ fn spawn<K: Key>(
     started: Option<Sender<Result<(), String>>>,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let shared = shared.clone();
+    // Precision mode asks for wake-ups at the deadline; by default the
+    // kernel's timer slack lets it coalesce the leader's wake-ups.
+    let precise = !config.spin_before_due.is_zero();
     let (quiet, on_start, on_stop) = (
         config.quiet_panics,
         config.on_start.clone(),
@@ -30,7 +33,9 @@ fn spawn<K: Key>(
         builder = builder.stack_size(bytes);
     }
     builder.spawn(move || {
-        time::tighten_timer_slack();
+        if precise {
+            time::tighten_timer_slack();
+        }
         if quiet {
             quiet_panics_on_this_thread();
         }

@@ -83,6 +83,8 @@ pub(crate) struct Lead {
     latency: WakeLatency,
     /// What the adaptive early wake may still spend on yielding.
     budget: YieldBudget,
+    /// When a leader last found work due (real time).
+    found_due: Option<Instant>,
 }
 
 impl Lead {
@@ -91,16 +93,29 @@ impl Lead {
         Lead {
             latency: WakeLatency::default(),
             budget: YieldBudget::default(),
+            found_due: None,
         }
     }
 
-    /// Whether the adaptive early wake may yield once more at `now`: it
-    /// earns a tenth of the real time that passes and spends the time its
-    /// yield rounds take, so it costs at most a tenth of a core however
-    /// dense the due times are. Precision mode (`spin_before_due`) asks for
-    /// its window and is not bounded by this.
+    /// Whether the adaptive early wake may wake early and yield at `now`.
+    /// Only for sparse due times: when work was last found due less than
+    /// [`DENSE_GAPS`] wake latencies ago, due times come too close for an
+    /// early wake to pay (each one brings the leader's yields, the token's
+    /// passes and the followers' wake-ups about, at several times the CPU
+    /// of a plain wait). And only while its budget lasts: it earns a tenth
+    /// of the real time that passes and spends what its yield rounds take.
+    /// Precision mode (`spin_before_due`) asks for its window and is not
+    /// bounded by this.
     pub(crate) fn may_yield(&mut self, now: Instant) -> bool {
-        self.budget.may_spend(now)
+        let dense = self.found_due.is_some_and(|at| {
+            now.saturating_duration_since(at) < self.latency.early() * DENSE_GAPS
+        });
+        self.budget.may_spend(now) && !dense
+    }
+
+    /// The leader found work due at `now`.
+    pub(crate) fn found_due(&mut self, now: Instant) {
+        self.found_due = Some(now);
     }
 
     /// A yield round that began at `began` ended at `now`: pay for it.
@@ -133,6 +148,10 @@ impl Lead {
         }
     }
 }
+
+/// Due times closer together than this many wake latencies count as a
+/// dense stream, for which the adaptive early wake stands down.
+const DENSE_GAPS: u32 = 4;
 
 /// The share of real time the adaptive early wake may spend yielding: one
 /// part in `YIELD_SHARE`.
@@ -248,6 +267,23 @@ mod tests {
             w.observe(Duration::from_secs(1));
         }
         assert_eq!(w.early(), MAX_EARLY);
+    }
+
+    #[test]
+    fn the_early_wake_stands_down_for_dense_due_times() {
+        let mut lead = Lead::first();
+        for _ in 0..200 {
+            lead.observe(Duration::from_micros(50));
+        }
+        let t0 = Instant::now();
+        assert!(lead.may_yield(t0), "nothing found due yet: sparse");
+        lead.found_due(t0);
+        let gap = lead.early() * DENSE_GAPS;
+        assert!(
+            !lead.may_yield(t0 + gap / 2),
+            "due times closer than the gap"
+        );
+        assert!(lead.may_yield(t0 + gap * 2), "further apart");
     }
 
     #[test]

@@ -105,6 +105,9 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
     };
     let mut st = shared.state.lock();
     let mut first = FirstReading::default();
+    // When the last yield round ended: a run of rounds is paid for whole
+    // (its checks too), not only the time inside `yield_now`.
+    let mut yielding_since = None;
     loop {
         let mut now = shared.time.now();
         if shared.faults.has(Fault::StaleClock) {
@@ -115,13 +118,21 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
                 exit(shared, st, token.take());
                 return Led::Stopped;
             }
-            Step::Start => return pass(shared, st, token.take()),
-            Step::Sleep(until) => sleep(shared, &mut st, until, &mut token),
+            Step::Start => {
+                token.found_due(shared.time.real_now());
+                return pass(shared, st, token.take());
+            }
+            Step::Sleep(until) => {
+                yielding_since = None;
+                sleep(shared, &mut st, until, &mut token);
+            }
             Step::Yield => {
                 token.yielded();
-                let began = shared.time.real_now();
+                let began = yielding_since.unwrap_or_else(|| shared.time.real_now());
                 MutexGuard::unlocked(&mut st, thread::yield_now);
-                token.spent(began, shared.time.real_now());
+                let ended = shared.time.real_now();
+                token.spent(began, ended);
+                yielding_since = Some(ended);
             }
         }
     }
@@ -143,23 +154,21 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &mut Lead) 
         return Step::Sleep(None); // nothing pending, or a clock moved by hand
     };
     let real_now = shared.time.real_now();
-    match deadline.checked_sub(spin_window(shared, token)) {
+    match deadline.checked_sub(spin_window(shared, token, real_now)) {
         Some(wake_at) if wake_at > real_now => Step::Sleep(Some(wake_at)),
         // Within the window: a yield, not a pure spin, since on a busy
-        // machine the workers that must run the task need that CPU. The
-        // adaptive window yields only while its budget lasts; then the
-        // leader waits for the due time itself.
-        _ if deadline > real_now + shared.config.spin_before_due && !token.may_yield(real_now) => {
-            Step::Sleep(Some(deadline))
-        }
+        // machine the workers that must run the task need that CPU.
         _ => Step::Yield,
     }
 }
 
-/// How long before a due time the leader stops sleeping.
-fn spin_window<K>(shared: &Shared<K>, token: &Lead) -> Duration {
+/// How long before a due time the leader stops sleeping: the builder's
+/// window, or the measured wake latency while the adaptive wake's yield
+/// budget lasts. A spent budget means no early wake at all, not an early
+/// wake and a second wait: each of those is a wake-up, the larger cost.
+fn spin_window<K>(shared: &Shared<K>, token: &mut Lead, now: Instant) -> Duration {
     let window = shared.config.spin_before_due;
-    if shared.config.adaptive_wake {
+    if shared.config.adaptive_wake && token.may_yield(now) {
         window.max(token.early())
     } else {
         window

@@ -10,7 +10,7 @@ use super::broken;
 use super::fault::Fault;
 use super::handoff::Few;
 use super::outcome::Abandon;
-use super::shared::{Key, Mode, Shared, State};
+use super::shared::{Key, Mode, Shared, State, NEAR};
 use super::task::{Task, TaskKey};
 use super::time::NEVER;
 use crate::contain::drop_quietly;
@@ -90,9 +90,6 @@ impl<K: Key> Shared<K> {
     where
         I: ExactSizeIterator<Item = Arrival<K>>,
     {
-        // Read before the lock: a task due by this reading is due on arrival
-        // and may join the ready lane (`pending.rs`).
-        let now = self.time.now().ns;
         let mut st = self.state.lock();
         if let Some(error) = self.refusal(&st, arrivals.len()) {
             drop(st);
@@ -108,7 +105,9 @@ impl<K: Key> Shared<K> {
             keys: Few::new(),
             count: 0,
         };
+        let mut now = None;
         for (i, arrival) in arrivals.enumerate() {
+            let now = self.now_for(&mut st, arrival.due, &mut now);
             match self.admit_one(&mut st, arrival, now, &mut out) {
                 Ok(stamp) => stamped(i, stamp),
                 Err((key, task)) => return self.refuse_at_capacity(st, key, task, out),
@@ -121,6 +120,24 @@ impl<K: Key> Shared<K> {
         drop(st);
         self.after_admission(out.replaced, out.keys);
         Ok(())
+    }
+
+    /// A reading of the clock against which a task due at `due` may be due
+    /// on arrival (and join the ready lane, `pending.rs`): the latest one
+    /// seen under the lock if the task is due by it, a fresh one (taken
+    /// once per call, in `read`) if it is due within [`NEAR`] of it, and
+    /// otherwise none (`i64::MIN`: the task goes into the heap). Any of
+    /// them is a real reading, so a task the lane takes is due.
+    fn now_for(&self, st: &mut State<K>, due: i64, read: &mut Option<i64>) -> i64 {
+        if due <= st.seen_now {
+            return st.seen_now;
+        }
+        if due > st.seen_now.saturating_add(NEAR) && read.is_none() {
+            return i64::MIN;
+        }
+        let now = *read.get_or_insert_with(|| self.time.now().ns);
+        st.seen_now = st.seen_now.max(now);
+        now
     }
 
     /// Step 6, in place: move `key`'s pending task to `due`, keeping its

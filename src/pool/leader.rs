@@ -113,6 +113,7 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
         if shared.faults.has(Fault::StaleClock) {
             now = first.keep(now);
         }
+        st.seen_now = st.seen_now.max(now.ns);
         match check(shared, &st, now.ns, &mut token) {
             Step::Exit => {
                 exit(shared, st, token.take());

@@ -32,6 +32,11 @@ use crate::sync::{thread, unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiv
 use std::hash::Hash;
 use std::sync::OnceLock;
 
+/// How far past the latest reading seen under the lock a task may be due
+/// for intake to read the clock to see whether it is due on arrival: one
+/// second in nanoseconds. Tasks due later go into the heap unread.
+pub(crate) const NEAR: i64 = 1_000_000_000;
+
 /// What the pool needs of a key: the bound of every pool type's methods.
 pub(crate) trait Key: Hash + Eq + Clone + Send + 'static {}
 
@@ -63,6 +68,11 @@ pub(crate) struct State<K> {
     pub(crate) started: u64,
     /// Callers waiting in `settle`.
     pub(crate) settle_waiters: usize,
+    /// The latest reading of the pool's clock a worker or the leader took
+    /// under this lock: a lower bound of the clock, so intake knows a task
+    /// due by then is due on arrival, and reads the clock itself only for
+    /// tasks due within [`NEAR`] of it (`intake.rs`).
+    pub(crate) seen_now: i64,
     /// The running keys, one slot per worker: the key of the task the
     /// worker started, moved in by the critical section that starts it and
     /// taken back by the next one the worker holds (its next start, or
@@ -138,6 +148,7 @@ impl<K: Key> Shared<K> {
                 wakeups: 0,
                 started: 0,
                 settle_waiters: 0,
+                seen_now: 0, // the epoch: the clock read when the pool started
                 running: (0..config.workers).map(|_| None).collect(),
             }),
             leader_cv: Condvar::new(),

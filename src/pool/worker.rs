@@ -151,6 +151,7 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
     // less. (The leader reads it under the lock: its wait depends on it.)
     let now = shared.time.now();
     let mut st = shared.state.lock();
+    st.seen_now = st.seen_now.max(now.ns);
     loop {
         let Some(entry) = st.heap.pop_due(now.ns) else {
             let ended = st.running[index].take();

@@ -3,10 +3,12 @@
 //!
 //! # Ground rules
 //!
-//! - `Shared::state` guards the heap, the exclusive keys' `busy` and `held`
-//!   sets, the mode, the wake-up count, the count of started runs, the
-//!   running keys and the number of callers waiting to settle. User code
-//!   never runs under it: closures that are replaced, cancelled or shut
+//! - `Shared::state` guards the pending tasks (heap and ready lane), the
+//!   exclusive keys' `busy` and `held` sets, the mode, the wake-up count,
+//!   the count of started runs, the running keys, the latest clock reading
+//!   seen and the number of callers waiting to settle. No task and no
+//!   closure's `Drop` runs under it (a key's `Hash`, `Eq` and `Clone` and
+//!   the clock do, contained): closures that are replaced, cancelled or shut
 //!   down are dropped after the lock is released, and tasks run on workers
 //!   that hold no pool lock.
 //! - `Shared::leader_cv` has at most one waiter, the leader. It is notified,

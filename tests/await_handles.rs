@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
-use timerpool::{Outcome, Repeat, TimerPool};
+use timerpool::{Outcome, Repeat, Retry, TimerPool};
 
 /// A waker that counts its wakes and unparks the thread that made it.
 struct Counting {
@@ -154,4 +154,32 @@ fn a_periodic_handle_is_awaited_for_its_final_outcome() {
     rx.recv_timeout(BOUND).unwrap();
     assert!(pool.cancel(&1));
     assert_eq!(block_on(tick), Outcome::Cancelled);
+}
+
+#[test]
+fn a_retry_handle_is_awaited_for_its_result() {
+    let pool = TimerPool::<u64>::builder()
+        .workers(1)
+        .quiet_panics(true)
+        .build()
+        .unwrap();
+    let tries = Arc::new(AtomicUsize::new(0));
+    let t = tries.clone();
+    let h = pool
+        .schedule_retrying(
+            1,
+            Duration::ZERO,
+            Retry::fixed(3, Duration::from_millis(1)),
+            move || {
+                if t.fetch_add(1, SeqCst) < 2 {
+                    panic!("not yet");
+                }
+                "third time"
+            },
+        )
+        .unwrap();
+    let done = block_on(h);
+    assert_eq!(done.outcome, Outcome::Completed("third time"));
+    assert_eq!(done.attempts, 3);
+    assert_eq!(done.last_panic.as_deref(), Some("not yet"));
 }

@@ -462,6 +462,14 @@ impl<K> Future for PeriodicHandle<K> {
     type Output = Outcome<()>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<()>> {
+        self.poll_outcome(cx)
+    }
+}
+
+impl<K> PeriodicHandle<K> {
+    /// Poll for the final outcome through a shared reference (a handle
+    /// that wraps this one needs no pinning of the key).
+    pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<()>> {
         self.ctl.slot().poll(cx)
     }
 }

@@ -18,8 +18,11 @@ use crate::contain::{drop_quietly, panic_message};
 use crate::sync::{Arc, Mutex};
 use crate::Error;
 use std::fmt;
+use std::future::Future;
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// When a task that panicked runs again, and how often: a retry policy for
@@ -294,6 +297,22 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> RetryHandle<T, K> {
             Ok(outcome) => Ok(result(outcome, &attempts)),
             Err(inner) => Err(RetryHandle { inner, attempts }),
         }
+    }
+}
+
+/// A retry handle is a future of the task's [`Retried`] result, as
+/// [`RetryHandle::wait`], in any executor; dropping it does not cancel the
+/// task.
+///
+/// # Panics
+///
+/// Polled again after it returned the result.
+impl<T, K> Future for RetryHandle<T, K> {
+    type Output = Retried<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Retried<T>> {
+        let outcome = self.inner.poll_outcome(cx);
+        outcome.map(|outcome| result(outcome, &self.attempts))
     }
 }
 

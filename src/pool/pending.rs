@@ -179,23 +179,21 @@ impl<K: Hash + Eq> Pending<K> {
         }
     }
 
-    /// The earliest due time and its stamp.
-    fn peek_stamp(&self) -> Option<(i64, u64)> {
-        match (self.heap.peek_stamp(), self.lane.first()) {
-            (Some(h), Some(l)) => Some(h.min(l)),
-            (h, l) => h.or(l),
-        }
-    }
-
-    /// The earliest due time. Runs no user code.
+    /// The earliest due time. Runs no user code, and reads no stamp (the
+    /// heap keeps the high half of its head's stamp in a table apart).
     pub(crate) fn peek_due(&self) -> Option<i64> {
-        self.peek_stamp().map(|(due, _)| due)
+        match (self.heap.peek_due(), self.lane.first()) {
+            (Some(h), Some((l, _))) => Some(h.min(l)),
+            (h, l) => h.or(l.map(|(due, _)| due)),
+        }
     }
 
     /// Take out the earliest task if it is due by `now`. Runs no user code.
     pub(crate) fn pop_due(&mut self, now: i64) -> Option<PoolEntry<K>> {
-        let lane = self.lane.first().filter(|&(due, _)| due <= now);
-        match (self.heap.peek_stamp(), lane) {
+        let Some(lane) = self.lane.first().filter(|&(due, _)| due <= now) else {
+            return self.heap.pop_due(now);
+        };
+        match (self.heap.peek_stamp(), Some(lane)) {
             (Some(h), Some(l)) if h < l => self.heap.pop_due(now),
             (_, Some(_)) => Some(self.lane.take(self.lane.base)),
             _ => self.heap.pop_due(now),

@@ -168,12 +168,19 @@ impl<T> Delivery<T> {
             .is_none_or(|slot| Arc::strong_count(slot) == 1)
     }
 
-    /// Deliver `outcome`. If the handle is gone, this drops the value the
-    /// task returned: its `Drop` is user code and must not take the worker
+    /// Deliver `outcome`, unless the handle is gone (nobody can read it, and
+    /// no handle appears again): then the slot is let go unset, which skips
+    /// its lock, its stamps and its wake-ups (a replaced or cancelled
+    /// fire-and-forget task). Either way the value the task returned may be
+    /// dropped here: its `Drop` is user code and must not take the worker
     /// down.
     fn deliver(mut self, outcome: Outcome<T>, stamps: Stamps) {
         if let Some(slot) = self.0.take() {
-            slot.set(outcome, stamps);
+            if Arc::strong_count(&slot) == 1 {
+                drop_quietly(outcome);
+            } else {
+                slot.set(outcome, stamps);
+            }
             drop_quietly(slot);
         }
     }

@@ -10,7 +10,7 @@ use super::task::{Detached, OneShot, Task, TaskKey};
 use super::time::Due;
 #[cfg(feature = "tracing")]
 use super::trace;
-use super::{PeriodicHandle, TaskHandle, TimerPool};
+use super::{PeriodicHandle, Refused, TaskHandle, TimerPool};
 use crate::contain::drop_quietly;
 use crate::sync::Arc;
 use crate::Error;
@@ -386,7 +386,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         Ok(n)
     }
 
-    /// A one-shot task with a handle.
+    /// A one-shot task with a handle: the `try_` form, with a refused
+    /// closure dropped (contained).
     pub(super) fn add_once<F, T>(
         &self,
         key: TaskKey<K>,
@@ -397,32 +398,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let due = match self.due_ns(when) {
-            Ok(due) => due,
-            Err(e) => return Err(self.refuse(f, e)),
-        };
-        let slot = Arc::new(OutcomeSlot::new(
-            self.shared.time.instant_of(due),
-            self.shared.faults,
-        ));
-        let handle_key = key.clone();
-        let task = Task::Once(Box::new(OneShot::new(f, slot.clone())));
-        let stamp = self.admit_single(key, due, task, |_| {})?;
-        let pool = Arc::downgrade(&self.shared);
-        Ok(TaskHandle::new(slot, pool, handle_key, stamp))
+        self.try_add_once(key, when, f)
+            .map_err(Refused::drop_closure)
     }
 
-    /// A one-shot task without a handle.
+    /// A one-shot task without a handle: the `try_` form, with a refused
+    /// closure dropped (contained).
     pub(super) fn add_detached<F>(&self, key: TaskKey<K>, when: Due, f: F) -> Result<(), Error>
     where
         F: FnOnce() + Send + 'static,
     {
-        let due = match self.due_ns(when) {
-            Ok(due) => due,
-            Err(e) => return Err(self.refuse(f, e)),
-        };
-        let task = Task::Once(Box::new(Detached::new(f)));
-        self.admit_single(key, due, task, |_| {}).map(|_| ())
+        self.try_add_detached(key, when, f)
+            .map_err(Refused::drop_closure)
     }
 
     /// A periodic task; its shared state records its stamp under the lock.

@@ -13,6 +13,7 @@ use super::intake::{Arrival, Refusal, Stamp};
 use super::outcome::OutcomeSlot;
 use super::task::{Detached, OnceJob, OneShot, Task, TaskKey};
 use super::{Due, TaskHandle, TimerPool};
+use crate::contain::drop_quietly;
 use crate::sync::Arc;
 use crate::Error;
 use std::any::Any;
@@ -72,6 +73,15 @@ impl<F> Refused<F> {
     /// ```
     pub fn into_parts(self) -> (Error, F) {
         (self.error, self.task)
+    }
+}
+
+impl<F> Refused<F> {
+    /// The error alone, the closure dropped with a panic of its `Drop`
+    /// contained: what the plain (not `try_`) calls return.
+    pub(crate) fn drop_closure(self) -> Error {
+        drop_quietly(self.task);
+        self.error
     }
 }
 
@@ -191,21 +201,32 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     where
         F: FnOnce() + Send + 'static,
     {
-        let due = match self.due_ns(when.into()) {
+        self.try_add_detached(TaskKey::Keyed(key), when.into(), f)
+    }
+
+    /// A one-shot task without a handle, or `f` back.
+    pub(super) fn try_add_detached<F>(
+        &self,
+        key: TaskKey<K>,
+        when: Due,
+        f: F,
+    ) -> Result<(), Refused<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let due = match self.due_ns(when) {
             Ok(due) => due,
             Err(error) => return Err(self.refused(error, f)),
         };
         let task = Task::Once(Box::new(Detached::new(f)));
-        self.try_admit(TaskKey::Keyed(key), due, task)
-            .map(drop)
-            .map_err(|refusal| {
-                let job = own_job::<Detached<F>>(refusal.tasks);
-                self.refused(refusal.error, job.into_closure())
-            })
+        self.try_admit(key, due, task).map(drop).map_err(|refusal| {
+            let job = own_job::<Detached<F>>(refusal.tasks);
+            self.refused(refusal.error, job.into_closure())
+        })
     }
 
     /// A one-shot task with a handle, or `f` back.
-    fn try_add_once<F, T>(
+    pub(super) fn try_add_once<F, T>(
         &self,
         key: TaskKey<K>,
         when: Due,
@@ -246,9 +267,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             .map(|()| stamp)
     }
 
-    /// Count a refusal and pair its error with the closure.
+    /// Count (and trace) a refusal and pair its error with the closure.
     fn refused<F>(&self, error: Error, task: F) -> Refused<F> {
         self.shared.counters.refused(1);
+        #[cfg(feature = "tracing")]
+        super::trace::refused(1, &error);
         Refused { error, task }
     }
 }

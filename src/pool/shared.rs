@@ -30,7 +30,9 @@ use super::stats::Counters;
 use super::task::{Task, TaskKey};
 use super::time::Timeline;
 use crate::clock::Wake;
-use crate::sync::{thread, unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
+use crate::sync::{
+    thread, unbounded, AtomicBool, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender,
+};
 use std::hash::Hash;
 use std::sync::OnceLock;
 
@@ -102,6 +104,11 @@ pub(crate) struct Shared<K> {
     pub(crate) tx: Sender<Msg>,
     /// Receiving end, shared by all workers.
     pub(crate) rx: Receiver<Msg>,
+    /// True while a free worker waits as the deputy: with a deadline just
+    /// past the earliest due time it saw pending (`worker::receive`). At
+    /// most one does, so a pool pays for one extra timed wait, not one per
+    /// worker.
+    pub(crate) deputy: AtomicBool,
     /// The validated configuration.
     pub(crate) config: Config,
     /// Counters and lateness histograms.
@@ -157,6 +164,7 @@ impl<K: Key> Shared<K> {
             time: Timeline::new(config.clock.clone()),
             tx,
             rx,
+            deputy: AtomicBool::new(false),
             counters: Counters::new(config.workers),
             live: Mutex::new(config.workers),
             exited: Condvar::new(),

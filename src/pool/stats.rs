@@ -70,6 +70,11 @@ pub struct Stats {
     /// spurious wakeup). An idle pool does not wake; a pool with one far
     /// timer wakes about once, at its time.
     pub leader_wakeups: u64,
+    /// Due tasks that a free worker, waiting as the pool's deputy, started
+    /// because the leader had not started them within a short grace after
+    /// their due time (its thread was held up: a busy or preempted CPU).
+    /// Mostly 0 on a machine with CPU to spare.
+    pub rescued: u64,
     /// Completion records lost: the completion channel
     /// ([`Builder::completions`](crate::Builder::completions)) was full, or
     /// the key's `Clone` panicked while making one. Always 0 without a
@@ -163,6 +168,8 @@ struct WorkerCounts {
     expired: u64,
     periodic_runs: u64,
     periodic_panics: u64,
+    /// Tasks started as the deputy.
+    rescued: u64,
     lateness: Histogram<u64>,
 }
 
@@ -188,6 +195,7 @@ impl Counters {
                         expired: 0,
                         periodic_runs: 0,
                         periodic_panics: 0,
+                        rescued: 0,
                         lateness: Histogram::new_with_bounds(1, MAX_TRACKED_NS, 2)
                             .expect("constant histogram bounds are valid"),
                     }))
@@ -265,6 +273,13 @@ impl Counters {
         }
     }
 
+    /// Worker `worker`, as the deputy, started a task the leader had left.
+    pub(crate) fn rescued(&self, worker: usize) {
+        if let Some(w) = self.workers.get(worker) {
+            w.0.lock().rescued += 1;
+        }
+    }
+
     /// Worker `worker` stopped a periodic task by itself: a run panicked
     /// (`panicked`), or its next tick lay past the clock's range
     /// (`expired`).
@@ -284,6 +299,7 @@ impl Counters {
         let mut all = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_NS, 2)
             .expect("constant histogram bounds are valid");
         let (mut completed, mut panicked, mut expired, mut runs, mut run_panics) = (0, 0, 0, 0, 0);
+        let mut rescued = 0;
         for w in &self.workers {
             let c = w.0.lock();
             // Same bounds on both sides: adding cannot fail.
@@ -293,6 +309,7 @@ impl Counters {
             expired += c.expired;
             runs += c.periodic_runs;
             run_panics += c.periodic_panics;
+            rescued += c.rescued;
         }
         let q = |q: f64| Duration::from_nanos(all.value_at_quantile(q));
         let panicked = panicked + self.lost.load(Relaxed);
@@ -310,6 +327,7 @@ impl Counters {
             pending,
             contained_panics: self.contained.load(Relaxed) + clock_panics,
             leader_wakeups,
+            rescued,
             completions_dropped: self.completions_dropped.load(Relaxed),
             lateness: Lateness {
                 count: all.len(),

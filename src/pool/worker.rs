@@ -35,6 +35,8 @@ use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
 use super::time::NEVER;
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
+use crate::sync::{Ordering, RecvTimeoutError};
+use std::time::Duration;
 
 /// A started task, with what the worker needs to run it.
 pub(crate) struct Claimed<K> {
@@ -79,15 +81,26 @@ enum Leftover<K> {
 
 /// A worker's whole life; `index` picks its counters.
 pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
+    // The earliest pending due time this worker saw when it last found
+    // nothing due, to watch over as the deputy.
+    let mut watch = None;
     loop {
-        match shared.rx.recv() {
-            Ok(Msg::Free(buffers)) => drop(buffers),
-            Ok(Msg::Lead(token)) => {
+        let msg = match receive(shared, watch) {
+            Received::Msg(msg) => msg,
+            Received::Rescue => {
+                watch = run_due(shared, index, None, true);
+                continue;
+            }
+        };
+        match msg {
+            Some(Msg::Free(buffers)) => drop(buffers),
+            Some(Msg::Lead(token)) => {
+                watch = None;
                 if let Some(Led::Start(held)) = contain(shared, || leader::lead(shared, token)) {
-                    run_due(shared, index, held);
+                    watch = run_due(shared, index, held, false);
                 }
             }
-            Ok(Msg::Exit) | Err(_) => {
+            Some(Msg::Exit) | None => {
                 // Every worker passes the pill on, so one Exit stops them all.
                 let _ = shared.tx.send(Msg::Exit);
                 let mut live = shared.live.lock();
@@ -96,6 +109,50 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
                 return;
             }
         }
+    }
+}
+
+/// What a free worker's wait brought.
+enum Received {
+    /// A message, or `None` once the channel is closed.
+    Msg(Option<Msg>),
+    /// The deputy's deadline passed: start what is due.
+    Rescue,
+}
+
+/// How long after a pending task's due time the deputy starts it if no one
+/// has: longer than the leader's wake-up takes on a machine that runs it,
+/// so that the deputy only steps in when the leader's thread did not run.
+pub(crate) const RESCUE_GRACE: Duration = Duration::from_micros(200);
+
+/// Step 4a, a free worker's wait: for the next message; and, for the one
+/// worker that becomes the pool's deputy, only until `watch` (the earliest
+/// due time it saw pending) plus [`RESCUE_GRACE`]. If the leader's thread
+/// is held up past that (a busy or preempted CPU), the deputy starts the
+/// due work itself, so a task never depends on one thread being scheduled.
+/// Not a poll: the deadline lies after a due time it saw pending, and
+/// the deputy re-arms only from its next look at the heap. Untimed with a
+/// clock moved by hand (it has no real deadline) and under loom.
+fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
+    let deadline = watch
+        .filter(|&due| due < NEVER)
+        .and_then(|due| shared.time.sleep_deadline(due))
+        .and_then(|at| at.checked_add(RESCUE_GRACE));
+    let deputy = deadline.filter(|_| {
+        let won = shared
+            .deputy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed);
+        won.is_ok()
+    });
+    let Some(deadline) = deputy else {
+        return Received::Msg(shared.rx.recv().ok());
+    };
+    let got = shared.rx.recv_deadline(deadline);
+    shared.deputy.store(false, Ordering::Release);
+    match got {
+        Ok(msg) => Received::Msg(Some(msg)),
+        Err(RecvTimeoutError::Timeout) => Received::Rescue,
+        Err(RecvTimeoutError::Disconnected) => Received::Msg(None),
     }
 }
 
@@ -112,30 +169,41 @@ fn contain<K, R>(shared: &Shared<K>, step: impl FnOnce() -> R) -> Option<R> {
     }
 }
 
-/// Start and run due tasks, one at a time, until none is due. `held` is the
-/// token of a leader broken on purpose (`Fault::RunBeforePass`), passed on
-/// only after its first run.
-fn run_due<K: Key>(shared: &Shared<K>, index: usize, mut held: Option<Lead>) {
-    loop {
+/// Start and run due tasks, one at a time, until none is due; returns the
+/// earliest pending due time seen then, for [`receive`] to watch over.
+/// `held` is the token of a leader broken on purpose
+/// (`Fault::RunBeforePass`), passed on only after its first run; `rescue`
+/// counts the starts as the deputy's.
+fn run_due<K: Key>(
+    shared: &Shared<K>,
+    index: usize,
+    mut held: Option<Lead>,
+    rescue: bool,
+) -> Option<i64> {
+    let watch = loop {
         let c = match contain(shared, || start_one(shared, index)) {
-            Some(Some(c)) => c,
-            Some(None) => break,
+            Some(Ok(c)) => c,
+            Some(Err(next)) => break next,
             None => {
                 // Cold: a key's traits panicked mid-start; the running slot
                 // may still hold the previous run's key.
                 let ended = shared.state.lock().running[index].take();
                 drop_key(shared, ended);
-                break;
+                break None;
             }
         };
+        if rescue {
+            shared.counters.rescued(index);
+        }
         contain(shared, || execute(shared, index, c));
         if let Some(token) = held.take() {
             let _ = shared.tx.send(Msg::Lead(token));
         }
-    }
+    };
     if let Some(token) = held {
         let _ = shared.tx.send(Msg::Lead(token));
     }
+    watch
 }
 
 /// Step 4: take the earliest due task out of the heap to run it now. From
@@ -144,8 +212,8 @@ fn run_due<K: Key>(shared: &Shared<K>, index: usize, mut held: Option<Lead>) {
 /// whose key panics on the way is told `Panicked`. `None`: nothing is due.
 /// The started task's key goes into worker `index`'s running slot; the key
 /// of its previous run, if still there, comes out and is dropped after the
-/// lock.
-fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
+/// lock. `Err`: nothing is due; the earliest pending due time, if any.
+fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Option<i64>> {
     // Read before the lock: the clock is monotonic, so a task due by this
     // reading is due when it starts (never early), and the lock is held for
     // less. (The leader reads it under the lock: its wait depends on it.)
@@ -154,6 +222,7 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
     st.seen_now = st.seen_now.max(now.ns);
     loop {
         let Some(entry) = st.heap.pop_due(now.ns) else {
+            let next = st.heap.peek_due();
             let ended = st.running[index].take();
             shared.notify_if_drained(&st);
             shared.notify_settle(&st);
@@ -161,7 +230,7 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
             drop(st);
             drop(retired);
             drop_key(shared, ended);
-            return None;
+            return Err(next);
         };
         match or_lose(entry, |entry| claim_one(&mut st, entry, now.at)) {
             Some(Some((mut claimed, key))) => {
@@ -172,7 +241,7 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
                 let ended = st.running[index].replace(key);
                 drop(st);
                 drop_key(shared, ended);
-                return Some(claimed);
+                return Ok(claimed);
             }
             Some(None) => {} // held for its busy key
             None => shared.counters.lost_to_a_panic(),
@@ -418,5 +487,75 @@ fn put_back<K: Key>(
             Some(stand_in) => Leftover::Finish(job, outcome, stand_in),
             None => Leftover::Drop(job),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::completion::Observe;
+    use crate::pool::intake::Arrival;
+    use crate::pool::outcome::OutcomeSlot;
+    use crate::pool::task::OneShot;
+    use crate::sync::Arc;
+    use crate::Outcome;
+
+    /// A pool's engine without threads: the test thread plays the worker.
+    fn engine() -> Shared<u64> {
+        let config = crate::TimerPool::<u64>::builder().workers(1).validate();
+        Shared::new(
+            config.expect("a valid configuration"),
+            None,
+            Observe::default(),
+        )
+    }
+
+    #[test]
+    fn a_deputy_whose_watch_runs_out_starts_the_due_task_itself() {
+        let shared = engine();
+        let due = shared.time.now().ns;
+        let slot = Arc::new(OutcomeSlot::new(shared.time.instant_of(due), shared.faults));
+        let task = Task::Once(Box::new(OneShot::new(|| 7, slot.clone())));
+        let arrival = Arrival {
+            key: TaskKey::Keyed(1),
+            due,
+            task,
+        };
+        shared
+            .admit(std::iter::once(arrival), |_, _| ())
+            .expect("admitted");
+        // No leader runs and no message comes: the watch runs out.
+        assert!(matches!(receive(&shared, Some(due)), Received::Rescue));
+        assert!(
+            !shared.deputy.load(Ordering::Relaxed),
+            "the deputy stood down"
+        );
+        assert_eq!(
+            run_due(&shared, 0, None, true),
+            None,
+            "nothing left to watch"
+        );
+        assert!(matches!(slot.try_take(), Some(Outcome::Completed(7))));
+        assert_eq!(shared.counters.snapshot(0, 0, 0).rescued, 1);
+    }
+
+    #[test]
+    fn a_message_ends_the_deputys_wait_and_only_one_worker_is_deputy() {
+        let shared = engine();
+        let far = shared.time.now().ns + 3_600_000_000_000;
+        shared.tx.send(Msg::Exit).expect("the channel is open");
+        assert!(matches!(
+            receive(&shared, Some(far)),
+            Received::Msg(Some(Msg::Exit))
+        ));
+        // Another worker is deputy: this one waits untimed, neither taking
+        // nor clearing the flag.
+        shared.deputy.store(true, Ordering::Relaxed);
+        shared.tx.send(Msg::Exit).expect("the channel is open");
+        assert!(matches!(
+            receive(&shared, Some(0)),
+            Received::Msg(Some(Msg::Exit))
+        ));
+        assert!(shared.deputy.load(Ordering::Relaxed), "still the other's");
     }
 }

@@ -296,12 +296,16 @@ fn no_busy_polling_idle_pool_with_far_timers_never_wakes() {
         .collect();
     let probe = pool.submit(Duration::ZERO, || ()).unwrap();
     assert_eq!(done(probe), Outcome::Completed(()));
-    let before = pool.stats().leader_wakeups;
+    let before = pool.stats();
     // Observe the pool idling; a polling leader would wake many times.
     std::thread::sleep(Duration::from_millis(300));
-    let woke = pool.stats().leader_wakeups - before;
+    let after = pool.stats();
+    let woke = after.leader_wakeups - before.leader_wakeups;
     // At most the leader that took over after the probe settling in.
     assert!(woke <= 1, "an idle pool woke {woke} times in 300 ms");
+    // The deputy watches a due time an hour away: it does not wake either.
+    let deputy = after.deputy_wakeups - before.deputy_wakeups;
+    assert_eq!(deputy, 0, "an idle pool's deputy woke {deputy} times");
     assert_eq!(pool.len(), 10_000);
     drop(far);
 }
@@ -316,6 +320,13 @@ fn no_busy_polling_one_far_timer_wakes_about_once() {
     // time; a third would be a spurious wakeup.
     let woke = pool.stats().leader_wakeups - before;
     assert!(woke <= 3, "one 200 ms timer cost {woke} wakeups");
+    // The deputy wakes at most once, just past the due time, if it watched
+    // the timer at all.
+    let deputy = pool.stats().deputy_wakeups;
+    assert!(
+        deputy <= 1,
+        "one 200 ms timer cost the deputy {deputy} wakeups"
+    );
 }
 
 #[test]

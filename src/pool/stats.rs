@@ -75,6 +75,10 @@ pub struct Stats {
     /// their due time (its thread was held up: a busy or preempted CPU).
     /// Mostly 0 on a machine with CPU to spare.
     pub rescued: u64,
+    /// Times the deputy's deadline passed, whether or not it found work
+    /// due: the cost of the deputy in wake-ups. An idle pool's deputy does
+    /// not wake.
+    pub deputy_wakeups: u64,
     /// Completion records lost: the completion channel
     /// ([`Builder::completions`](crate::Builder::completions)) was full, or
     /// the key's `Clone` panicked while making one. Always 0 without a
@@ -170,6 +174,8 @@ struct WorkerCounts {
     periodic_panics: u64,
     /// Tasks started as the deputy.
     rescued: u64,
+    /// Times the deputy's deadline passed.
+    deputy_wakeups: u64,
     lateness: Histogram<u64>,
 }
 
@@ -196,6 +202,7 @@ impl Counters {
                         periodic_runs: 0,
                         periodic_panics: 0,
                         rescued: 0,
+                        deputy_wakeups: 0,
                         lateness: Histogram::new_with_bounds(1, MAX_TRACKED_NS, 2)
                             .expect("constant histogram bounds are valid"),
                     }))
@@ -280,6 +287,13 @@ impl Counters {
         }
     }
 
+    /// Worker `worker`'s deadline as the deputy passed.
+    pub(crate) fn deputy_woke(&self, worker: usize) {
+        if let Some(w) = self.workers.get(worker) {
+            w.0.lock().deputy_wakeups += 1;
+        }
+    }
+
     /// Worker `worker` stopped a periodic task by itself: a run panicked
     /// (`panicked`), or its next tick lay past the clock's range
     /// (`expired`).
@@ -299,7 +313,7 @@ impl Counters {
         let mut all = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_NS, 2)
             .expect("constant histogram bounds are valid");
         let (mut completed, mut panicked, mut expired, mut runs, mut run_panics) = (0, 0, 0, 0, 0);
-        let mut rescued = 0;
+        let (mut rescued, mut deputy_wakeups) = (0, 0);
         for w in &self.workers {
             let c = w.0.lock();
             // Same bounds on both sides: adding cannot fail.
@@ -310,6 +324,7 @@ impl Counters {
             runs += c.periodic_runs;
             run_panics += c.periodic_panics;
             rescued += c.rescued;
+            deputy_wakeups += c.deputy_wakeups;
         }
         let q = |q: f64| Duration::from_nanos(all.value_at_quantile(q));
         let panicked = panicked + self.lost.load(Relaxed);
@@ -328,6 +343,7 @@ impl Counters {
             contained_panics: self.contained.load(Relaxed) + clock_panics,
             leader_wakeups,
             rescued,
+            deputy_wakeups,
             completions_dropped: self.completions_dropped.load(Relaxed),
             lateness: Lateness {
                 count: all.len(),

@@ -88,6 +88,7 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
         let msg = match receive(shared, watch) {
             Received::Msg(msg) => msg,
             Received::Rescue => {
+                shared.counters.deputy_woke(index);
                 watch = run_due(shared, index, None, true);
                 continue;
             }
@@ -537,6 +538,11 @@ mod tests {
         );
         assert!(matches!(slot.try_take(), Some(Outcome::Completed(7))));
         assert_eq!(shared.counters.snapshot(0, 0, 0).rescued, 1);
+        assert_eq!(
+            shared.counters.snapshot(0, 0, 0).deputy_wakeups,
+            0,
+            "counted by `work`"
+        );
     }
 
     #[test]

@@ -4,9 +4,8 @@
 //! map is in [`TimerPool`]'s docs.
 
 use super::intake::{Arrival, Stamp};
-use super::outcome::OutcomeSlot;
 use super::periodic::{Next, PeriodicCtl, PeriodicJob, Repeat};
-use super::task::{Detached, OneShot, Task, TaskKey};
+use super::task::{Detached, Joint, SlotOf, Task, TaskKey, Watched};
 use super::time::Due;
 #[cfg(feature = "tracing")]
 use super::trace;
@@ -330,12 +329,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     {
         let mut made = Vec::new();
         let arrivals = self.arrivals(tasks, |key, due, f| {
-            let slot = Arc::new(OutcomeSlot::new(
+            let joint = Arc::new(Joint::new(
+                f,
                 self.shared.time.instant_of(due),
                 self.shared.faults,
             ));
-            made.push((slot.clone(), key.clone()));
-            Task::Once(Box::new(OneShot::new(f, slot)))
+            made.push((joint.clone() as Arc<dyn SlotOf<T>>, key.clone()));
+            Task::Watched(Watched::new(joint))
         })?;
         let mut stamps = vec![Stamp::default(); arrivals.len()];
         self.admit_counted(arrivals.into_iter(), |i, stamp| stamps[i] = stamp)?;

@@ -2,10 +2,10 @@
 //! (blocking, with a timeout, or as a future) or cancel it.
 
 use super::intake::Stamp;
-use super::outcome::{Outcome, OutcomeSlot, Timing};
+use super::outcome::{Outcome, Timing};
 use super::periodic::PeriodicCtl;
 use super::shared::Shared;
-use super::task::TaskKey;
+use super::task::{SlotOf, TaskKey};
 use crate::sync::{Arc, Weak};
 use std::fmt;
 use std::future::Future;
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 /// ```
 pub struct TaskHandle<T, K> {
     /// Where the outcome arrives.
-    slot: Arc<OutcomeSlot<T>>,
+    slot: Arc<dyn SlotOf<T>>,
     /// The pool, for cancel; gone once the pool is dropped.
     pool: Weak<Shared<K>>,
     /// The task's key in the pool's heap.
@@ -49,7 +49,7 @@ impl<T, K> fmt::Debug for TaskHandle<T, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskHandle")
             .field("seq", &self.seq)
-            .field("finished", &self.slot.is_set())
+            .field("finished", &self.slot.slot().is_set())
             .finish_non_exhaustive()
     }
 }
@@ -57,7 +57,7 @@ impl<T, K> fmt::Debug for TaskHandle<T, K> {
 impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// The handle of the task stamped `seq` under `key`.
     pub(crate) fn new(
-        slot: Arc<OutcomeSlot<T>>,
+        slot: Arc<dyn SlotOf<T>>,
         pool: Weak<Shared<K>>,
         key: TaskKey<K>,
         stamp: Stamp,
@@ -149,7 +149,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn is_finished(&self) -> bool {
-        self.slot.is_set()
+        self.slot.slot().is_set()
     }
 
     /// When the task fell due, was claimed, started and finished; `None`
@@ -170,7 +170,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn timing(&self) -> Option<Timing> {
-        self.slot.timing()
+        self.slot.slot().timing()
     }
 
     /// Block until the task has an outcome and return it.
@@ -190,7 +190,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn wait(self) -> Outcome<T> {
-        self.slot.wait()
+        self.slot.slot().wait()
     }
 
     /// Like [`wait`](Self::wait), also returning the task's [`Timing`].
@@ -209,8 +209,12 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn wait_timed(self) -> (Outcome<T>, Timing) {
-        let outcome = self.slot.wait();
-        let timing = self.slot.timing().expect("delivered with the outcome");
+        let outcome = self.slot.slot().wait();
+        let timing = self
+            .slot
+            .slot()
+            .timing()
+            .expect("delivered with the outcome");
         (outcome, timing)
     }
 
@@ -236,7 +240,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// ```
     pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome<T>, Self> {
         let deadline = Instant::now().checked_add(timeout);
-        self.slot.wait_until(deadline).ok_or(self)
+        self.slot.slot().wait_until(deadline).ok_or(self)
     }
 
     /// The outcome if there is one now; otherwise the handle comes back.
@@ -259,7 +263,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn try_outcome(self) -> Result<Outcome<T>, Self> {
-        self.slot.try_take().ok_or(self)
+        self.slot.slot().try_take().ok_or(self)
     }
 }
 
@@ -448,7 +452,7 @@ impl<T, K> Future for TaskHandle<T, K> {
     type Output = Outcome<T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<T>> {
-        self.slot.poll(cx)
+        self.slot.slot().poll(cx)
     }
 }
 

@@ -10,8 +10,7 @@
 //!   delivered (no handle was made).
 
 use super::intake::{Arrival, Refusal, Stamp};
-use super::outcome::OutcomeSlot;
-use super::task::{Detached, OnceJob, OneShot, Task, TaskKey};
+use super::task::{Detached, Joint, OnceJob, Task, TaskKey, Watched};
 use super::{Due, TaskHandle, TimerPool};
 use crate::contain::drop_quietly;
 use crate::sync::Arc;
@@ -240,20 +239,22 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             Ok(due) => due,
             Err(error) => return Err(self.refused(error, f)),
         };
-        let slot = Arc::new(OutcomeSlot::new(
+        let joint = Arc::new(Joint::new(
+            f,
             self.shared.time.instant_of(due),
             self.shared.faults,
         ));
         let handle_key = key.clone();
-        let task = Task::Once(Box::new(OneShot::new(f, slot.clone())));
+        let task = Task::Watched(Watched::new(joint.clone()));
         match self.try_admit(key, due, task) {
             Ok(stamp) => {
                 let pool = Arc::downgrade(&self.shared);
-                Ok(TaskHandle::new(slot, pool, handle_key, stamp))
+                Ok(TaskHandle::new(joint, pool, handle_key, stamp))
             }
             Err(refusal) => {
-                let job = own_job::<OneShot<F, T>>(refusal.tasks);
-                Err(self.refused(refusal.error, job.into_closure()))
+                drop(joint);
+                let f = own_watched::<F, T>(refusal.tasks);
+                Err(self.refused(refusal.error, f))
             }
         }
     }
@@ -274,6 +275,21 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         super::trace::refused(1, &error);
         Refused { error, task }
     }
+}
+
+/// The closure of the one watched task a `try_` call handed intake.
+fn own_watched<F, T>(tasks: Vec<Task>) -> F
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let f = match tasks.into_iter().next() {
+        Some(Task::Watched(job)) => job.into_closure::<F, T>(),
+        _ => None,
+    };
+    // Intake hands back exactly the arrival it was given, which this call
+    // made as a `Joint<F, T>` whose handle is gone: the closure is there.
+    f.expect("a refused call gets its own task back")
 }
 
 /// The one task a `try_` call handed intake, back as the job it boxed.

@@ -7,12 +7,14 @@
 //! lock. Running, expiring or abandoning a task consumes it, so it delivers
 //! exactly one outcome.
 
+use super::fault::Faults;
 use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, LOST};
 use super::periodic::{PeriodicCtl, PeriodicJob};
 use super::time::Now;
 use crate::contain::{catch, drop_quietly, forget_payload, panic_message};
 use crate::heap::Entry;
-use crate::sync::Arc;
+use crate::sync::{Arc, Mutex};
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
@@ -41,8 +43,10 @@ pub(crate) type PoolEntry<K> = Entry<TaskKey<K>, Task>;
 
 /// What a heap entry holds.
 pub(crate) enum Task {
-    /// A one-shot task, with or without a handle.
+    /// A one-shot task without a handle.
     Once(Box<dyn OnceJob>),
+    /// A one-shot task made with a handle (which may be gone since).
+    Watched(Watched),
     /// A periodic task waiting for its next run.
     Periodic(Box<PeriodicJob>),
     /// Left under a running periodic task's key (due never), so that cancel,
@@ -54,7 +58,7 @@ pub(crate) enum Task {
 impl Task {
     /// True for periodic tasks and their stand-ins.
     pub(crate) fn is_periodic(&self) -> bool {
-        !matches!(self, Task::Once(_))
+        !matches!(self, Task::Once(_) | Task::Watched(_))
     }
 
     /// True for a stand-in.
@@ -65,7 +69,7 @@ impl Task {
     /// True for a retried one-shot task or its stand-in.
     pub(crate) fn is_retry(&self) -> bool {
         match self {
-            Task::Once(_) => false,
+            Task::Once(_) | Task::Watched(_) => false,
             Task::Periodic(job) => job.ctl().is_retry(),
             Task::StandIn(ctl) => ctl.is_retry(),
         }
@@ -74,7 +78,7 @@ impl Task {
     /// The shared state of a periodic task or stand-in.
     fn periodic_ctl(&self) -> Option<Arc<PeriodicCtl>> {
         match self {
-            Task::Once(_) => None,
+            Task::Once(_) | Task::Watched(_) => None,
             Task::Periodic(job) => Some(job.ctl().clone()),
             Task::StandIn(ctl) => Some(ctl.clone()),
         }
@@ -86,6 +90,7 @@ impl Task {
         match self {
             // Its delivery tells it LOST when dropped.
             Task::Once(job) => drop_quietly(job),
+            Task::Watched(job) => drop_quietly(job),
             Task::Periodic(job) => job.lose(),
             Task::StandIn(ctl) => ctl.lose(),
         }
@@ -95,6 +100,7 @@ impl Task {
     pub(crate) fn abandon(self, why: Abandon) {
         match self {
             Task::Once(job) => job.abandon(why),
+            Task::Watched(job) => job.abandon(why),
             Task::Periodic(job) => job.abandon(why),
             Task::StandIn(ctl) => ctl.abandon(why),
         }
@@ -124,8 +130,10 @@ pub(crate) fn or_lose<K, R>(
 
 /// A claimed task, ready to run: a stand-in is never claimed.
 pub(crate) enum Runnable {
-    /// A one-shot task.
+    /// A one-shot task without a handle.
     Once(Box<dyn OnceJob>),
+    /// A one-shot task made with a handle.
+    Watched(Watched),
     /// One run of a periodic task.
     Periodic(Box<PeriodicJob>),
 }
@@ -147,136 +155,6 @@ pub(crate) trait OnceJob: std::any::Any + Send {
     fn expire(self: Box<Self>, claimed: Instant);
     /// Drop the task unrun and deliver `why`.
     fn abandon(self: Box<Self>, why: Abandon);
-}
-
-/// A task's outcome slot as the task holds it: delivered into exactly once,
-/// and told `Panicked` ([`LOST`]) if the task is dropped before it
-/// delivered, so that no handle waits for ever.
-pub(crate) struct Delivery<T>(Option<Arc<OutcomeSlot<T>>>);
-
-impl<T> Delivery<T> {
-    /// Deliver into `slot`.
-    pub(crate) fn new(slot: Arc<OutcomeSlot<T>>) -> Self {
-        Delivery(Some(slot))
-    }
-
-    /// True when no handle is left to read an outcome (none can appear
-    /// again).
-    fn unwatched(&self) -> bool {
-        self.0
-            .as_ref()
-            .is_none_or(|slot| Arc::strong_count(slot) == 1)
-    }
-
-    /// Deliver `outcome`, unless the handle is gone (nobody can read it, and
-    /// no handle appears again): then the slot is let go unset, which skips
-    /// its lock, its stamps and its wake-ups (a replaced or cancelled
-    /// fire-and-forget task). Either way the value the task returned may be
-    /// dropped here: its `Drop` is user code and must not take the worker
-    /// down.
-    fn deliver(mut self, outcome: Outcome<T>, stamps: Stamps) {
-        if let Some(slot) = self.0.take() {
-            if Arc::strong_count(&slot) == 1 {
-                drop_quietly(outcome);
-            } else {
-                slot.set(outcome, stamps);
-            }
-            drop_quietly(slot);
-        }
-    }
-
-    /// Let go of the slot without delivering: nobody can read it.
-    fn forget(mut self) {
-        self.0 = None;
-    }
-}
-
-impl<T> Drop for Delivery<T> {
-    fn drop(&mut self) {
-        if let Some(slot) = self.0.take() {
-            slot.set(Outcome::Panicked(LOST.to_string()), Stamps::unclaimed());
-        }
-    }
-}
-
-/// A one-shot task and where its outcome goes.
-pub(crate) struct OneShot<F, T> {
-    /// The user's closure.
-    f: F,
-    /// The outcome slot shared with the task's handle.
-    slot: Delivery<T>,
-}
-
-impl<F, T> OneShot<F, T> {
-    /// A task running `f` and delivering into `slot`.
-    pub(crate) fn new(f: F, slot: Arc<OutcomeSlot<T>>) -> Self {
-        OneShot {
-            f,
-            slot: Delivery::new(slot),
-        }
-    }
-
-    /// The closure back, unrun, delivering nothing: for a task refused
-    /// before its handle was made.
-    pub(crate) fn into_closure(self) -> F {
-        self.slot.forget();
-        self.f
-    }
-}
-
-impl<F, T> OnceJob for OneShot<F, T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    fn run(
-        self: Box<Self>,
-        ctx: &RunCtx,
-        finish: &dyn Fn() -> Now,
-        panic: &mut Option<String>,
-    ) -> Ran {
-        let OneShot { f, slot } = *self;
-        let result = catch_unwind(AssertUnwindSafe(f));
-        if slot.unwatched() {
-            // Skip delivering the outcome, and the clock read that would
-            // date it.
-            slot.forget();
-            return match result {
-                Ok(v) => {
-                    drop_quietly(v);
-                    Ran::Completed
-                }
-                Err(payload) => {
-                    *panic = kept_message(ctx, payload);
-                    Ran::Panicked
-                }
-            };
-        }
-        let (ran, outcome) = match result {
-            Ok(v) => (Ran::Completed, Outcome::Completed(v)),
-            Err(payload) => {
-                let msg = panic_message(payload);
-                if ctx.keep_panic {
-                    *panic = Some(msg.clone());
-                }
-                (Ran::Panicked, Outcome::Panicked(msg))
-            }
-        };
-        slot.deliver(outcome, Stamps::ran(ctx.claimed, ctx.started, finish().at));
-        ran
-    }
-
-    fn expire(self: Box<Self>, claimed: Instant) {
-        let OneShot { f, slot } = *self;
-        drop_quietly(f);
-        slot.deliver(Outcome::Expired, Stamps::claimed(claimed));
-    }
-
-    fn abandon(self: Box<Self>, why: Abandon) {
-        let OneShot { f, slot } = *self;
-        drop_quietly(f);
-        slot.deliver(why.into(), Stamps::unclaimed());
-    }
 }
 
 /// The message of a panic nobody holds a handle for, if a completion stream
@@ -326,5 +204,206 @@ where
 
     fn abandon(self: Box<Self>, _: Abandon) {
         drop_quietly(self.0);
+    }
+}
+
+/// A one-shot task made with a handle, as the pool holds it: its closure
+/// and its outcome slot live in one allocation ([`Joint`]) that the handle
+/// shares, so such a task costs one allocation, not two. Consumed once (run,
+/// expire, abandon); dropped unconsumed, it tells the handle `Panicked`
+/// ([`LOST`]), so that no handle waits for ever.
+pub(crate) struct Watched(Option<Arc<dyn WatchedJob>>);
+
+/// A task's shared allocation as its pool-side holder drives it. `watched`
+/// says whether a handle is still there to read the outcome: when it is
+/// not, nothing is delivered (no lock, no stamps, no wake-up).
+pub(crate) trait WatchedJob: Send + Sync {
+    /// Run the closure, catching a panic; see [`OnceJob::run`].
+    fn run(
+        &self,
+        ctx: &RunCtx,
+        finish: &dyn Fn() -> Now,
+        panic: &mut Option<String>,
+        watched: &dyn Fn() -> bool,
+    ) -> Ran;
+    /// Drop the closure unrun and deliver `outcome` with `stamps`, if
+    /// `watched`.
+    fn end(&self, outcome: Abandoned, stamps: Stamps, watched: bool);
+    /// The allocation as `Any`, to take a refused task's closure back.
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+/// How a watched task ends without running.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Abandoned {
+    /// Skipped as stale.
+    Expired,
+    /// Removed for this reason.
+    Removed(Abandon),
+    /// Dropped before it delivered.
+    Lost,
+}
+
+/// The outcome slot a handle reads, behind the allocation it shares with
+/// the task.
+pub(crate) trait SlotOf<T>: Send + Sync {
+    /// The slot.
+    fn slot(&self) -> &OutcomeSlot<T>;
+}
+
+/// The one allocation of a task made with a handle: its outcome slot and
+/// its closure, taken out once to run or drop it.
+pub(crate) struct Joint<F, T> {
+    /// Where the outcome goes.
+    slot: OutcomeSlot<T>,
+    /// The closure until it is run or dropped.
+    f: Mutex<Option<F>>,
+}
+
+impl<F, T> Joint<F, T> {
+    /// A task running `f`, due at `due`.
+    pub(crate) fn new(f: F, due: Instant, faults: Faults) -> Self {
+        Joint {
+            slot: OutcomeSlot::new(due, faults),
+            f: Mutex::new(Some(f)),
+        }
+    }
+
+    /// The closure, the first time.
+    fn take(&self) -> Option<F> {
+        self.f.lock().take()
+    }
+}
+
+impl<F: Send, T: Send> SlotOf<T> for Joint<F, T> {
+    fn slot(&self) -> &OutcomeSlot<T> {
+        &self.slot
+    }
+}
+
+impl<F, T> WatchedJob for Joint<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn run(
+        &self,
+        ctx: &RunCtx,
+        finish: &dyn Fn() -> Now,
+        panic: &mut Option<String>,
+        watched: &dyn Fn() -> bool,
+    ) -> Ran {
+        let Some(f) = self.take() else {
+            debug_assert!(false, "a task ran twice");
+            return Ran::Completed;
+        };
+        let result = catch_unwind(AssertUnwindSafe(f));
+        if !watched() {
+            // Skip delivering the outcome, and the clock read that would
+            // date it.
+            return match result {
+                Ok(v) => {
+                    drop_quietly(v);
+                    Ran::Completed
+                }
+                Err(payload) => {
+                    *panic = kept_message(ctx, payload);
+                    Ran::Panicked
+                }
+            };
+        }
+        let (ran, outcome) = match result {
+            Ok(v) => (Ran::Completed, Outcome::Completed(v)),
+            Err(payload) => {
+                let msg = panic_message(payload);
+                if ctx.keep_panic {
+                    *panic = Some(msg.clone());
+                }
+                (Ran::Panicked, Outcome::Panicked(msg))
+            }
+        };
+        let stamps = Stamps::ran(ctx.claimed, ctx.started, finish().at);
+        self.slot.set(outcome, stamps);
+        ran
+    }
+
+    fn end(&self, how: Abandoned, stamps: Stamps, watched: bool) {
+        drop_quietly(self.take());
+        if watched {
+            let outcome = match how {
+                Abandoned::Expired => Outcome::Expired,
+                Abandoned::Removed(why) => why.into(),
+                Abandoned::Lost => Outcome::Panicked(LOST.to_string()),
+            };
+            self.slot.set(outcome, stamps);
+        }
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+impl Watched {
+    /// The pool's side of `joint`.
+    pub(crate) fn new<F, T>(joint: Arc<Joint<F, T>>) -> Self
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        Watched(Some(joint))
+    }
+
+    /// Run it; see [`OnceJob::run`].
+    pub(crate) fn run(
+        mut self,
+        ctx: &RunCtx,
+        finish: &dyn Fn() -> Now,
+        panic: &mut Option<String>,
+    ) -> Ran {
+        let Some(job) = self.0.take() else {
+            return Ran::Completed;
+        };
+        let ran = job.run(ctx, finish, panic, &|| Arc::strong_count(&job) > 1);
+        // The last holder drops the slot, and with it an outcome nobody
+        // took: user code.
+        drop_quietly(job);
+        ran
+    }
+
+    /// Skip the run because it is stale.
+    pub(crate) fn expire(mut self, claimed: Instant) {
+        self.end(Abandoned::Expired, Stamps::claimed(claimed));
+    }
+
+    /// Drop the task unrun and deliver `why`.
+    pub(crate) fn abandon(mut self, why: Abandon) {
+        self.end(Abandoned::Removed(why), Stamps::unclaimed());
+    }
+
+    /// End it unrun, delivering only if a handle is still there.
+    fn end(&mut self, how: Abandoned, stamps: Stamps) {
+        if let Some(job) = self.0.take() {
+            let watched = Arc::strong_count(&job) > 1;
+            job.end(how, stamps, watched);
+            drop_quietly(job);
+        }
+    }
+
+    /// The closure back, unrun, delivering nothing: for a task refused
+    /// before its handle was made.
+    pub(crate) fn into_closure<F, T>(mut self) -> Option<F>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let job = self.0.take()?.into_any();
+        job.downcast::<Joint<F, T>>().ok()?.take()
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.end(Abandoned::Lost, Stamps::unclaimed());
     }
 }

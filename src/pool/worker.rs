@@ -270,6 +270,7 @@ fn claim_one<K: Key>(
     let entry = st.exclusive.claim(entry)?;
     let task = match entry.value {
         Task::Once(job) => Runnable::Once(job),
+        Task::Watched(job) => Runnable::Watched(job),
         Task::Periodic(job) => {
             let stand_in = Task::StandIn(job.ctl().clone());
             let (Inserted::New { seq } | Inserted::Replaced { seq, .. }) =
@@ -385,6 +386,11 @@ fn run_task(
             (Ran::Expired, Finished::Done)
         }
         Runnable::Once(job) => (job.run(ctx, finish, panic), Finished::Done),
+        Runnable::Watched(job) if stale => {
+            job.expire(ctx.claimed);
+            (Ran::Expired, Finished::Done)
+        }
+        Runnable::Watched(job) => (job.run(ctx, finish, panic), Finished::Done),
         Runnable::Periodic(mut job) => {
             let (ran, after) = if stale {
                 (Ran::Expired, job.expire(ctx))
@@ -496,8 +502,7 @@ mod tests {
     use super::*;
     use crate::pool::completion::Observe;
     use crate::pool::intake::Arrival;
-    use crate::pool::outcome::OutcomeSlot;
-    use crate::pool::task::OneShot;
+    use crate::pool::task::{Joint, SlotOf, Watched};
     use crate::sync::Arc;
     use crate::Outcome;
 
@@ -515,8 +520,8 @@ mod tests {
     fn a_deputy_whose_watch_runs_out_starts_the_due_task_itself() {
         let shared = engine();
         let due = shared.time.now().ns;
-        let slot = Arc::new(OutcomeSlot::new(shared.time.instant_of(due), shared.faults));
-        let task = Task::Once(Box::new(OneShot::new(|| 7, slot.clone())));
+        let joint = Arc::new(Joint::new(|| 7, shared.time.instant_of(due), shared.faults));
+        let task = Task::Watched(Watched::new(joint.clone()));
         let arrival = Arrival {
             key: TaskKey::Keyed(1),
             due,
@@ -536,7 +541,10 @@ mod tests {
             None,
             "nothing left to watch"
         );
-        assert!(matches!(slot.try_take(), Some(Outcome::Completed(7))));
+        assert!(matches!(
+            joint.slot().try_take(),
+            Some(Outcome::Completed(7))
+        ));
         assert_eq!(shared.counters.snapshot(0, 0, 0).rescued, 1);
         assert_eq!(
             shared.counters.snapshot(0, 0, 0).deputy_wakeups,

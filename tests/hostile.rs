@@ -132,6 +132,26 @@ fn a_key_whose_hash_panics_on_the_leader_does_not_stop_the_pool() {
 }
 
 #[test]
+fn a_task_whose_key_panics_as_it_starts_tells_its_handle_panicked() {
+    let rules = Rules::new("hash-start");
+    let pool: TimerPool<Hostile> = TimerPool::builder()
+        .workers(1)
+        .thread_name("hash-start")
+        .exclusive_keys(true)
+        .build()
+        .unwrap();
+    // Exclusive keys hash the key as its task starts, on the worker.
+    rules.hash.store(true, SeqCst);
+    let h = pool.schedule(Hostile::new(1, &rules), Duration::ZERO, || 1);
+    match within_bound("the lost task's outcome", move || h.unwrap().wait()) {
+        Outcome::Panicked(msg) => assert!(msg.contains("dropped unrun"), "{msg}"),
+        other => panic!("expected Panicked, got {other:?}"),
+    }
+    rules.hash.store(false, SeqCst);
+    within_bound("dropping the pool", move || drop(pool));
+}
+
+#[test]
 fn a_periodic_task_whose_key_cannot_be_cloned_for_its_stand_in_is_told_panicked() {
     let rules = Rules::new("clone-stand-in");
     rules.clone.store(true, SeqCst);

@@ -60,6 +60,29 @@ impl Pool for TimerpoolPlain {
     }
 }
 
+/// `timerpool` without the deputy (`.deputy(false)`): the leader is the
+/// only thread that waits for the head, the baseline that shows what the
+/// deputy costs and buys.
+pub struct TimerpoolNoDeputy(pub TimerPool<u64>);
+
+impl Pool for TimerpoolNoDeputy {
+    fn start_with(workers: usize) -> Self {
+        TimerpoolNoDeputy(
+            TimerPool::builder()
+                .workers(workers)
+                .deputy(false)
+                .build()
+                .unwrap(),
+        )
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
+        drop(self.0.schedule(key, due, f).unwrap());
+    }
+    fn finish(self) {
+        self.0.shutdown_now();
+    }
+}
+
 /// `timerpool` in precision mode: `.spin_before_due(250 µs)`.
 pub struct TimerpoolSpin(pub TimerPool<u64>);
 

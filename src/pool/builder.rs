@@ -81,6 +81,9 @@ pub(crate) struct Config {
     pub(crate) spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     pub(crate) adaptive_wake: bool,
+    /// Whether one free worker stands deputy for the leader
+    /// (`worker::receive`).
+    pub(crate) deputy: bool,
     /// Whether panics on the workers bypass the process's panic hook.
     pub(crate) quiet_panics: bool,
     /// Whether a graceful shutdown lets running work add its follow-ups.
@@ -120,6 +123,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 expire_after: None,
                 spin_before_due: Duration::ZERO,
                 adaptive_wake: true,
+                deputy: true,
                 quiet_panics: false,
                 drain_follow_ups: false,
                 on_start: None,
@@ -323,6 +327,32 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// ```
     pub fn adaptive_wake(mut self, on: bool) -> Self {
         self.config.adaptive_wake = on;
+        self
+    }
+
+    /// A deputy for the leader: one free worker waits with a deadline 200 µs
+    /// past the earliest due time it saw pending, and starts the due work
+    /// itself if the leader has not by then. The leader is the one thread
+    /// waiting for the head; on a busy or preempted CPU (a loaded host, a
+    /// virtual machine whose CPU is not running) its thread can be held up
+    /// for milliseconds while another worker is free, and the deputy keeps
+    /// a due task from waiting for it. It costs about one wake-up per due
+    /// time it watches over, and none while the pool is idle
+    /// ([`Stats::deputy_wakeups`](crate::Stats::deputy_wakeups),
+    /// [`Stats::rescued`](crate::Stats::rescued)). Needs two workers or
+    /// more to help; never used with a clock moved by hand. Default: on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::TimerPool;
+    /// // One thread in a timed wait, whatever the machine does.
+    /// let pool = TimerPool::<u64>::builder().deputy(false).build()?;
+    /// # drop(pool);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn deputy(mut self, on: bool) -> Self {
+        self.config.deputy = on;
         self
     }
 

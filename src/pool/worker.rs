@@ -36,7 +36,7 @@ use super::time::NEVER;
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
 use crate::sync::{Ordering, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A started task, with what the worker needs to run it.
 pub(crate) struct Claimed<K> {
@@ -135,17 +135,7 @@ pub(crate) const RESCUE_GRACE: Duration = Duration::from_micros(200);
 /// the deputy re-arms only from its next look at the heap. Untimed with a
 /// clock moved by hand (it has no real deadline) and under loom.
 fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
-    let deadline = watch
-        .filter(|&due| due < NEVER)
-        .and_then(|due| shared.time.sleep_deadline(due))
-        .and_then(|at| at.checked_add(RESCUE_GRACE));
-    let deputy = deadline.filter(|_| {
-        let won = shared
-            .deputy
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed);
-        won.is_ok()
-    });
-    let Some(deadline) = deputy else {
+    let Some(deadline) = stand_deputy(shared, watch) else {
         return Received::Msg(shared.rx.recv().ok());
     };
     let got = shared.rx.recv_deadline(deadline);
@@ -155,6 +145,19 @@ fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
         Err(RecvTimeoutError::Timeout) => Received::Rescue,
         Err(RecvTimeoutError::Disconnected) => Received::Msg(None),
     }
+}
+
+/// The deputy's deadline, if this worker becomes the deputy: the pool has
+/// one (`Builder::deputy`), there is a real due time to watch, and no
+/// other worker is deputy now (then this one takes the flag).
+fn stand_deputy<K>(shared: &Shared<K>, watch: Option<i64>) -> Option<Instant> {
+    let deadline = watch
+        .filter(|&due| due < NEVER && shared.config.deputy)
+        .and_then(|due| shared.time.sleep_deadline(due))
+        .and_then(|at| at.checked_add(RESCUE_GRACE))?;
+    let flag = &shared.deputy;
+    let won = flag.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed);
+    won.is_ok().then_some(deadline)
 }
 
 /// Run `step`, containing a panic of user code outside a task's run (which
@@ -551,6 +554,21 @@ mod tests {
             0,
             "counted by `work`"
         );
+    }
+
+    #[test]
+    fn one_worker_at_a_time_stands_deputy_and_only_over_a_real_due_time() {
+        let shared = engine();
+        let due = shared.time.now().ns + 1_000_000;
+        assert!(stand_deputy(&shared, None).is_none(), "no watch");
+        assert!(stand_deputy(&shared, Some(NEVER)).is_none(), "a stand-in's");
+        let at = stand_deputy(&shared, Some(due)).expect("the first stands");
+        assert_eq!(at, shared.time.instant_of(due) + RESCUE_GRACE);
+        assert!(stand_deputy(&shared, Some(due)).is_none(), "one at a time");
+        let config = crate::TimerPool::<u64>::builder().deputy(false).validate();
+        let off: Shared<u64> = Shared::new(config.expect("valid"), None, Observe::default());
+        assert!(stand_deputy(&off, Some(due)).is_none(), "switched off");
+        assert!(!off.deputy.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -13,7 +13,9 @@
 #[path = "../../../common/mod.rs"]
 mod common;
 
-use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
+use common::pools::{
+    Naive, Pool, Stp, Timerpool, TimerpoolNoDeputy, TimerpoolPlain, TimerpoolSpin, Tokio,
+};
 use common::workloads::{
     burst, burst_batch, burst_batch_detached, churn, idle, lateness, mixed, preemption,
     ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnPoolDetached, ChurnResult,
@@ -242,6 +244,7 @@ fn main() {
             "tokio",
             "naive",
             "timerpool-no-early-wake",
+            "timerpool-no-deputy",
         ];
         for what in ["lateness", "preemption"] {
             if !want(what) {
@@ -268,7 +271,8 @@ fn main() {
                         2 => go!(Stp),
                         3 => go!(Tokio),
                         4 => go!(Naive),
-                        _ => go!(TimerpoolPlain),
+                        5 => go!(TimerpoolPlain),
+                        _ => go!(TimerpoolNoDeputy),
                     }
                 };
                 for (i, r) in res.iter_mut().enumerate() {
@@ -406,7 +410,7 @@ fn mixed_report(runs: usize) {
     const EVERY: usize = 250;
     const LONG: Duration = Duration::from_millis(20);
     for workers in [2, 4] {
-        let names = ["timerpool", "scheduled-thread-pool"];
+        let names = ["timerpool", "scheduled-thread-pool", "timerpool-no-deputy"];
         let mut res: Vec<Vec<Mixed>> = vec![Vec::new(); names.len()];
         for _ in 0..runs {
             let go = |i: usize| -> Mixed {
@@ -414,7 +418,10 @@ fn mixed_report(runs: usize) {
                     0 => with_workers(workers, |p: &Timerpool| {
                         mixed(p, N, SPREAD, EVERY, LONG, workers)
                     }),
-                    _ => with_workers(workers, |p: &Stp| mixed(p, N, SPREAD, EVERY, LONG, workers)),
+                    1 => with_workers(workers, |p: &Stp| mixed(p, N, SPREAD, EVERY, LONG, workers)),
+                    _ => with_workers(workers, |p: &TimerpoolNoDeputy| {
+                        mixed(p, N, SPREAD, EVERY, LONG, workers)
+                    }),
                 }
             };
             for (i, r) in res.iter_mut().enumerate() {

@@ -61,7 +61,9 @@
 //! A task never starts before the pool's clock reads its due time. It starts
 //! roughly on time when a worker is free: the leader sleeps on a condition
 //! variable until the earliest due time, a new earlier task wakes it at once,
-//! and an idle pool uses no CPU. How late "roughly" is depends on the
+//! a free worker stands deputy in case the leader's thread is held up
+//! ([`Builder::deputy`]), and an idle pool uses no CPU. How late "roughly"
+//! is depends on the
 //! operating system's timer; `docs/benchmarks.md` has measurements. Time is
 //! the monotonic clock by default; a [`ManualClock`] makes tests
 //! deterministic:

@@ -4,7 +4,7 @@
 use super::naive::NaivePool;
 use scheduled_thread_pool::ScheduledThreadPool;
 use std::time::{Duration, Instant};
-use timerpool::TimerPool;
+use timerpool::{Builder, TimerPool};
 
 /// Worker threads every pool gets.
 pub const WORKERS: usize = 2;
@@ -23,89 +23,57 @@ pub trait Pool: Sized {
     fn finish(self);
 }
 
-/// `timerpool` with default settings, keyed tasks, a handle per task.
-pub struct Timerpool(pub TimerPool<u64>);
+/// A `timerpool` configuration under test: keyed tasks, a handle per task
+/// (dropped), the builder's settings changed by `$configure`.
+macro_rules! timerpool_with {
+    ($(#[$doc:meta])* $name:ident, $configure:expr) => {
+        $(#[$doc])*
+        pub struct $name(pub TimerPool<u64>);
 
-impl Pool for Timerpool {
-    fn start_with(workers: usize) -> Self {
-        Timerpool(TimerPool::builder().workers(workers).build().unwrap())
-    }
-    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
-        drop(self.0.schedule(key, due, f).unwrap());
-    }
-    fn finish(self) {
-        self.0.shutdown_now();
-    }
+        impl Pool for $name {
+            fn start_with(workers: usize) -> Self {
+                let configure: fn(Builder<u64>) -> Builder<u64> = $configure;
+                $name(configure(TimerPool::builder().workers(workers)).build().unwrap())
+            }
+            fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
+                drop(self.0.schedule(key, due, f).unwrap());
+            }
+            fn finish(self) {
+                self.0.shutdown_now();
+            }
+        }
+    };
 }
 
-/// `timerpool` with the adaptive early wake off: a plain timed wait, the
-/// baseline that shows what the early wake costs and buys.
-pub struct TimerpoolPlain(pub TimerPool<u64>);
+timerpool_with!(
+    /// `timerpool` with default settings.
+    Timerpool,
+    |b| b
+);
 
-impl Pool for TimerpoolPlain {
-    fn start_with(workers: usize) -> Self {
-        TimerpoolPlain(
-            TimerPool::builder()
-                .workers(workers)
-                .adaptive_wake(false)
-                .build()
-                .unwrap(),
-        )
-    }
-    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
-        drop(self.0.schedule(key, due, f).unwrap());
-    }
-    fn finish(self) {
-        self.0.shutdown_now();
-    }
-}
+timerpool_with!(
+    /// `timerpool` with the adaptive early wake off: a plain timed wait, the
+    /// baseline that shows what the early wake costs and buys.
+    TimerpoolPlain,
+    |b| b.adaptive_wake(false)
+);
 
-/// `timerpool` without the deputy (`.deputy(false)`): the leader is the
-/// only thread that waits for the head, the baseline that shows what the
-/// deputy costs and buys.
-pub struct TimerpoolNoDeputy(pub TimerPool<u64>);
-
-impl Pool for TimerpoolNoDeputy {
-    fn start_with(workers: usize) -> Self {
-        TimerpoolNoDeputy(
-            TimerPool::builder()
-                .workers(workers)
-                .deputy(false)
-                .build()
-                .unwrap(),
-        )
-    }
-    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
-        drop(self.0.schedule(key, due, f).unwrap());
-    }
-    fn finish(self) {
-        self.0.shutdown_now();
-    }
-}
-
-/// `timerpool` in precision mode: `.spin_before_due(250 µs)`.
-pub struct TimerpoolSpin(pub TimerPool<u64>);
+timerpool_with!(
+    /// `timerpool` without the deputy (`.deputy(false)`): the leader is the
+    /// only thread that waits for the head, the baseline that shows what the
+    /// deputy costs and buys.
+    TimerpoolNoDeputy,
+    |b| b.deputy(false)
+);
 
 /// The spin window of the precision-mode pool.
 pub const SPIN: Duration = Duration::from_micros(250);
 
-impl Pool for TimerpoolSpin {
-    fn start_with(workers: usize) -> Self {
-        TimerpoolSpin(
-            TimerPool::builder()
-                .workers(workers)
-                .spin_before_due(SPIN)
-                .build()
-                .unwrap(),
-        )
-    }
-    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
-        drop(self.0.schedule(key, due, f).unwrap());
-    }
-    fn finish(self) {
-        self.0.shutdown_now();
-    }
-}
+timerpool_with!(
+    /// `timerpool` in precision mode: `.spin_before_due(250 µs)`.
+    TimerpoolSpin,
+    |b| b.spin_before_due(SPIN)
+);
 
 /// The `scheduled-thread-pool` crate.
 pub struct Stp(pub ScheduledThreadPool);

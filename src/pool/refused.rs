@@ -236,14 +236,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let due = match self.due_ns(when) {
+        let time = &self.shared.time;
+        let (due, due_at) = match time.due_at(when, || time.now()) {
             Ok(due) => due,
             Err(error) => return Err(self.refused(error, f)),
         };
-        let slot = Arc::new(OutcomeSlot::new(
-            self.shared.time.instant_of(due),
-            self.shared.faults,
-        ));
+        let slot = Arc::new(OutcomeSlot::new(due_at, self.shared.faults));
         let handle_key = key.clone();
         let task = Task::Once(Box::new(OneShot::new(f, slot.clone())));
         match self.try_admit(key, due, task) {

@@ -631,6 +631,28 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Some(self.take(slot))
     }
 
+    /// The entry `probe` found, removed; runs no user code (the owner
+    /// already ran it in the probe, so the key is not hashed or compared a
+    /// second time).
+    #[inline]
+    pub(crate) fn remove_probed(&mut self, probe: Probe) -> Option<Entry<K, V>> {
+        self.check_probe(&probe);
+        let slot = probe.slot?;
+        self.unindex(probe.hash, slot);
+        Some(self.take(slot))
+    }
+
+    /// In debug builds, that the heap is unchanged since `probe` was taken.
+    #[inline]
+    fn check_probe(&self, _probe: &Probe) {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            _probe.at,
+            (self.len(), self.next_seq),
+            "the heap changed since the probe"
+        );
+    }
+
     /// Remove and return the earliest entry. Runs no user code.
     pub fn pop(&mut self) -> Option<Entry<K, V>> {
         let slot = self.nodes.first()?.slot;

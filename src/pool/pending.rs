@@ -329,9 +329,9 @@ impl<K: Hash + Eq> Pending<K> {
 
     /// Take out `key`'s pending task.
     pub(crate) fn remove(&mut self, key: &TaskKey<K>) -> Option<PoolEntry<K>> {
-        match self.probe(key).1 {
-            Some(pos) => Some(self.lane.take(pos)),
-            None => self.heap.remove(key),
+        match self.probe(key) {
+            (_, Some(pos)) => Some(self.lane.take(pos)),
+            (probe, None) => self.heap.remove_probed(probe),
         }
     }
 

@@ -118,7 +118,11 @@ impl<K: Key> Shared<K> {
             self.leader_cv.notify_one();
         }
         drop(st);
-        self.after_admission(out.replaced, out.keys);
+        // Most calls replace nothing: checked here, so that they do not pay
+        // for passing both lists to a call that returns at once.
+        if !out.replaced.is_empty() || !out.keys.is_empty() {
+            self.after_admission(out.replaced, out.keys);
+        }
         Ok(())
     }
 
@@ -251,9 +255,6 @@ impl<K: Key> Shared<K> {
 
     /// Once the lock is released: tell the replaced tasks, drop the keys.
     fn after_admission(&self, replaced: Few<(TaskKey<K>, i64, Task)>, mut keys: Few<TaskKey<K>>) {
-        if replaced.is_empty() && keys.is_empty() {
-            return; // the common case: a new key replaced nothing
-        }
         for (key, due, old) in replaced {
             self.abandon(&key, due, old, Abandon::Replaced);
             keys.push(key);

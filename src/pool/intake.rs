@@ -196,7 +196,13 @@ impl<K: Key> Shared<K> {
         out: &mut Admitted<K>,
     ) -> Result<Stamp, (TaskKey<K>, Task)> {
         // A held task (exclusive keys) is pending too: this replaces it.
-        let held = st.exclusive.take(&a.key, None);
+        // Most pools hold none: checked here, which spares every arrival a
+        // call returning an empty entry.
+        let held = if st.exclusive.is_empty() {
+            None
+        } else {
+            st.exclusive.take(&a.key, None)
+        };
         let replaced_held = held.is_some();
         if let Some(held) = held {
             out.replaced.push((held.key, held.due, held.value));

@@ -227,6 +227,7 @@ impl<K: Hash + Eq> Pending<K> {
     /// if fewer than `limit` are pending. The lane takes a new key due by
     /// `now` that keeps its order; everything else goes into the heap.
     /// Gives the key and task back at the limit.
+    #[inline]
     pub(crate) fn try_insert(
         &mut self,
         key: TaskKey<K>,

@@ -863,11 +863,30 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Give memory back once the heap has fallen to a quarter of its
     /// capacity: the entries move to smaller vectors (no entry is renumbered)
     /// and the old ones are retired, to be freed outside the owner's lock.
+    /// The test is inlined into every removal; the shrinking itself is rare
+    /// and kept out of line.
+    #[inline]
     fn maybe_shrink(&mut self) {
-        let len = self.nodes.len();
+        if self.tables_sparse() || self.index.is_sparse() {
+            self.shrink();
+        }
+    }
+
+    /// True when the tables hold less than a quarter of their capacity
+    /// (above the floor).
+    #[inline]
+    fn tables_sparse(&self) -> bool {
         let cap = self.slots.capacity();
+        cap > FLOOR && self.nodes.len() < cap / 4
+    }
+
+    /// The shrinking of [`maybe_shrink`](Self::maybe_shrink).
+    #[cold]
+    #[inline(never)]
+    fn shrink(&mut self) {
+        let len = self.nodes.len();
         let mut shrunk = Retired::none();
-        if cap > FLOOR && len < cap / 4 {
+        if self.tables_sparse() {
             let target = (len * 2).max(FLOOR);
             let mut nodes = Vec::with_capacity(target);
             nodes.extend_from_slice(&self.nodes);

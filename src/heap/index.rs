@@ -171,12 +171,20 @@ impl SlotIndex {
         self.buckets[i] = EMPTY;
     }
 
+    /// True when the table is a 32nd full or less (and not small): what
+    /// [`shrink_if_sparse`](Self::shrink_if_sparse) waits for.
+    #[inline]
+    pub(super) fn is_sparse(&self) -> bool {
+        let n = self.buckets.len();
+        n > 64 && self.len * 32 < n
+    }
+
     /// Shrink the table once it is a 32nd full, returning the old buckets
     /// for the caller to free (outside its lock: freeing a large buffer can
     /// stall). Rarely, and only when few entries are left to re-place.
     pub(super) fn shrink_if_sparse(&mut self, hash: impl Fn(u32) -> u32) -> Option<Vec<u32>> {
         let n = self.buckets.len();
-        if n > 64 && self.len * 32 < n {
+        if self.is_sparse() {
             let want = ((self.len * LOAD_DEN / LOAD_NUM + 1).next_power_of_two() * 2).max(16);
             if want < n {
                 return Some(self.resize(want, hash));

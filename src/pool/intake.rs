@@ -96,23 +96,60 @@ impl<K: Key> Shared<K> {
             let tasks = arrivals.map(|a| a.task).collect();
             return Err(Refusal { error, tasks });
         }
-        if self.faults.has(Fault::IntakeOutsideLock) {
-            MutexGuard::unlocked(&mut st, || ());
-        }
-        let head = st.heap.peek_due();
-        let mut out = Admitted {
-            replaced: Few::new(),
-            keys: Few::new(),
-            count: 0,
-        };
+        let (head, mut out) = self.begin_admission(&mut st);
         let mut now = None;
         for (i, arrival) in arrivals.enumerate() {
             let now = self.now_for(&mut st, arrival.due, &mut now);
             match self.admit_one(&mut st, arrival, now, &mut out) {
                 Ok(stamp) => stamped(i, stamp),
-                Err((key, task)) => return self.refuse_at_capacity(st, key, task, out),
+                Err((key, task)) => return Err(self.refuse_at_capacity(st, key, task, out)),
             }
         }
+        self.end_admission(st, head, out);
+        Ok(())
+    }
+
+    /// [`admit_or_return`](Self::admit_or_return) for one task, returning
+    /// its stamp: the same steps without the loop over a batch, for the
+    /// single-task scheduling calls.
+    pub(crate) fn admit_single(&self, arrival: Arrival<K>) -> Result<Stamp, Refusal> {
+        let mut st = self.state.lock();
+        if let Some(error) = self.refusal(&st, 1) {
+            drop(st);
+            let tasks = vec![arrival.task];
+            return Err(Refusal { error, tasks });
+        }
+        let (head, mut out) = self.begin_admission(&mut st);
+        let now = self.now_for(&mut st, arrival.due, &mut None);
+        match self.admit_one(&mut st, arrival, now, &mut out) {
+            Ok(stamp) => {
+                self.end_admission(st, head, out);
+                Ok(stamp)
+            }
+            Err((key, task)) => Err(self.refuse_at_capacity(st, key, task, out)),
+        }
+    }
+
+    /// Under the lock, before the first arrival: the earliest due time
+    /// (to tell whether the arrivals moved it) and nothing admitted yet.
+    #[inline]
+    fn begin_admission(&self, st: &mut MutexGuard<'_, State<K>>) -> (Option<i64>, Admitted<K>) {
+        if self.faults.has(Fault::IntakeOutsideLock) {
+            MutexGuard::unlocked(st, || ());
+        }
+        let out = Admitted {
+            replaced: Few::new(),
+            keys: Few::new(),
+            count: 0,
+        };
+        (st.heap.peek_due(), out)
+    }
+
+    /// After the last arrival: count them, notify the leader if the
+    /// earliest due time moved, release the lock, and tell the replaced
+    /// tasks.
+    #[inline]
+    fn end_admission(&self, st: MutexGuard<'_, State<K>>, head: Option<i64>, out: Admitted<K>) {
         self.counters.scheduled(out.count);
         if st.heap.peek_due() != head && !self.faults.has(Fault::NoNotifyOnNewHead) {
             self.leader_cv.notify_one();
@@ -123,7 +160,6 @@ impl<K: Key> Shared<K> {
         if !out.replaced.is_empty() || !out.keys.is_empty() {
             self.after_admission(out.replaced, out.keys);
         }
-        Ok(())
     }
 
     /// A reading of the clock against which a task due at `due` may be due
@@ -246,17 +282,17 @@ impl<K: Key> Shared<K> {
         key: TaskKey<K>,
         task: Task,
         mut out: Admitted<K>,
-    ) -> Result<(), Refusal> {
+    ) -> Refusal {
         debug_assert!(out.count == 0, "a batch passed its capacity check");
         drop(st);
         out.keys.push(key);
         self.after_admission(out.replaced, out.keys);
-        Err(Refusal {
+        Refusal {
             error: Error::CapacityReached {
                 capacity: self.config.capacity,
             },
             tasks: vec![task],
-        })
+        }
     }
 
     /// Once the lock is released: tell the replaced tasks, drop the keys.

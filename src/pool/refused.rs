@@ -5,7 +5,7 @@
 //! # Ground rules
 //!
 //! - Intake gives refused tasks back after the lock is released
-//!   (`Shared::admit_or_return`); the task is the one this call boxed, so
+//!   (`Shared::admit_single`); the task is the one this call boxed, so
 //!   its closure comes out by a downcast, unrun, and no outcome is
 //!   delivered (no handle was made).
 
@@ -258,11 +258,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// Admit one task, or hand it back.
     fn try_admit(&self, key: TaskKey<K>, due: i64, task: Task) -> Result<Stamp, Refusal> {
-        let mut stamp = Stamp::default();
-        let arrival = Arrival { key, due, task };
-        self.shared
-            .admit_or_return(std::iter::once(arrival), |_, s| stamp = s)
-            .map(|()| stamp)
+        self.shared.admit_single(Arrival { key, due, task })
     }
 
     /// Count (and trace) a refusal and pair its error with the closure.

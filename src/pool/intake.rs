@@ -48,10 +48,9 @@ pub(crate) struct Refusal {
 /// What admitting leaves to do once the lock is released.
 struct Admitted<K> {
     /// Pending tasks the arrivals replaced (key, due, task), told
-    /// `Replaced` after it.
+    /// `Replaced` after it (and their keys dropped then: user `Drop` never
+    /// runs under the lock).
     replaced: Few<(TaskKey<K>, i64, Task)>,
-    /// Keys to drop after it (user `Drop` never runs under the lock).
-    keys: Few<TaskKey<K>>,
     /// Arrivals the heap took.
     count: u64,
 }
@@ -139,7 +138,6 @@ impl<K: Key> Shared<K> {
         }
         let out = Admitted {
             replaced: Few::new(),
-            keys: Few::new(),
             count: 0,
         };
         (st.heap.peek_due(), out)
@@ -156,9 +154,9 @@ impl<K: Key> Shared<K> {
         }
         drop(st);
         // Most calls replace nothing: checked here, so that they do not pay
-        // for passing both lists to a call that returns at once.
-        if !out.replaced.is_empty() || !out.keys.is_empty() {
-            self.after_admission(out.replaced, out.keys);
+        // for passing the list to a call that returns at once.
+        if !out.replaced.is_empty() {
+            self.after_admission(out.replaced, Few::new());
         }
     }
 
@@ -234,15 +232,7 @@ impl<K: Key> Shared<K> {
         // A held task (exclusive keys) is pending too: this replaces it.
         // Most pools hold none: checked here, which spares every arrival a
         // call returning an empty entry.
-        let held = if st.exclusive.is_empty() {
-            None
-        } else {
-            st.exclusive.take(&a.key, None)
-        };
-        let replaced_held = held.is_some();
-        if let Some(held) = held {
-            out.replaced.push((held.key, held.due, held.value));
-        }
+        let replaced_held = !st.exclusive.is_empty() && Self::replace_held(st, &a.key, out);
         let task = a.task;
         let key = if self.faults.has(Fault::ReplaceKeepsOld) {
             broken::beside_old(self, st, a.key)
@@ -274,6 +264,16 @@ impl<K: Key> Shared<K> {
         Ok(stamp)
     }
 
+    /// Take `key`'s held task (exclusive keys) out, to be told `Replaced`;
+    /// true iff there was one.
+    fn replace_held(st: &mut State<K>, key: &TaskKey<K>, out: &mut Admitted<K>) -> bool {
+        let Some(held) = st.exclusive.take(key, None) else {
+            return false;
+        };
+        out.replaced.push((held.key, held.due, held.value));
+        true
+    }
+
     /// A single task refused at capacity: nothing changed but the held task
     /// it may have replaced, which is told `Replaced`. The task comes back.
     fn refuse_at_capacity(
@@ -281,12 +281,13 @@ impl<K: Key> Shared<K> {
         st: MutexGuard<'_, State<K>>,
         key: TaskKey<K>,
         task: Task,
-        mut out: Admitted<K>,
+        out: Admitted<K>,
     ) -> Refusal {
         debug_assert!(out.count == 0, "a batch passed its capacity check");
         drop(st);
-        out.keys.push(key);
-        self.after_admission(out.replaced, out.keys);
+        let mut keys = Few::new();
+        keys.push(key);
+        self.after_admission(out.replaced, keys);
         Refusal {
             error: Error::CapacityReached {
                 capacity: self.config.capacity,

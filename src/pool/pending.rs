@@ -201,7 +201,7 @@ impl<K: Hash + Eq> Pending<K> {
     }
 
     /// Where `key` is in the lane, with the heap's probe for it.
-    #[inline]
+    #[inline(always)]
     fn probe(&self, key: &TaskKey<K>) -> (Probe, Option<u64>) {
         let probe = self.heap.probe(key);
         let in_lane = (!probe.found())

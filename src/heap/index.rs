@@ -122,6 +122,7 @@ impl SlotIndex {
 
     /// Remove the entry for which `is_key` holds; returns its slot. Every
     /// call of `is_key` comes before the index changes.
+    #[inline]
     pub(super) fn remove(
         &mut self,
         h: u32,

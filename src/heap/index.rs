@@ -94,19 +94,26 @@ impl SlotIndex {
 
     /// Add `slot` under the hash bits `h`; the caller guarantees its key is
     /// absent, and `hash` gives every indexed slot's hash (for a resize).
+    /// Inlined into the heap's insert; growing, rare, is out of line.
+    #[inline]
     pub(super) fn insert(&mut self, h: u32, slot: u32, hash: impl Fn(u32) -> u32) {
         debug_assert!(slot != EMPTY, "slot numbers are below u32::MAX");
         if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
-            let _ = self.resize(
-                ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
-                    .next_power_of_two()
-                    .max(16),
-                hash,
-            );
+            self.grow(hash);
         }
         debug_assert!(self.len < self.buckets.len(), "a full index cannot probe");
         self.place(h, slot);
         self.len += 1;
+    }
+
+    /// Resize for one more entry than it holds (the load limit reached).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, hash: impl Fn(u32) -> u32) {
+        let n = ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
+            .next_power_of_two()
+            .max(16);
+        let _ = self.resize(n, hash);
     }
 
     /// Put `slot` at the first free position of the probe sequence of `h`.

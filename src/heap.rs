@@ -853,6 +853,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Take slot `slot` (already out of the index) out of the heap and the
     /// slot table. Runs no user code.
+    #[inline]
     fn take(&mut self, slot: u32) -> Entry<K, V> {
         let pos = self.meta[slot as usize].pos as usize;
         let node = self.nodes[pos];

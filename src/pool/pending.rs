@@ -204,7 +204,8 @@ impl<K: Hash + Eq> Pending<K> {
     #[inline(always)]
     fn probe(&self, key: &TaskKey<K>) -> (Probe, Option<u64>) {
         let probe = self.heap.probe(key);
-        let in_lane = (!probe.found())
+        // An empty lane (the common case) is not searched at all.
+        let in_lane = (!probe.found() && self.lane.live > 0)
             .then(|| self.lane.find(spread(&probe), key))
             .flatten();
         (probe, in_lane)

@@ -45,12 +45,19 @@ pub(crate) struct Refusal {
     pub(crate) tasks: Vec<Task>,
 }
 
+/// A pending task an arrival replaced: its key, due time and task.
+type Replaced<K> = (TaskKey<K>, i64, Task);
+
+/// One arrival's admission: its stamp and the task it replaced in the heap,
+/// or its key and task back at capacity.
+type Admission<K> = Result<(Stamp, Option<Replaced<K>>), (TaskKey<K>, Task)>;
+
 /// What admitting leaves to do once the lock is released.
 struct Admitted<K> {
     /// Pending tasks the arrivals replaced (key, due, task), told
     /// `Replaced` after it (and their keys dropped then: user `Drop` never
     /// runs under the lock).
-    replaced: Few<(TaskKey<K>, i64, Task)>,
+    replaced: Few<Replaced<K>>,
     /// Arrivals the heap took.
     count: u64,
 }
@@ -100,7 +107,10 @@ impl<K: Key> Shared<K> {
         for (i, arrival) in arrivals.enumerate() {
             let now = self.now_for(&mut st, arrival.due, &mut now);
             match self.admit_one(&mut st, arrival, now, &mut out) {
-                Ok(stamp) => stamped(i, stamp),
+                Ok((stamp, replaced)) => {
+                    out.replaced.extend(replaced);
+                    stamped(i, stamp);
+                }
                 Err((key, task)) => return Err(self.refuse_at_capacity(st, key, task, out)),
             }
         }
@@ -121,8 +131,13 @@ impl<K: Key> Shared<K> {
         let (head, mut out) = self.begin_admission(&mut st);
         let now = self.now_for(&mut st, arrival.due, &mut None);
         match self.admit_one(&mut st, arrival, now, &mut out) {
-            Ok(stamp) => {
+            Ok((stamp, replaced)) => {
                 self.end_admission(st, head, out);
+                // The task it replaced is told once the lock is released,
+                // as after_admission tells a batch's (without the list).
+                if let Some((key, due, old)) = replaced {
+                    self.abandon(&key, due, old, Abandon::Replaced);
+                }
                 Ok(stamp)
             }
             Err((key, task)) => Err(self.refuse_at_capacity(st, key, task, out)),
@@ -220,15 +235,16 @@ impl<K: Key> Shared<K> {
     }
 
     /// Admit one task into the heap under the lock, replacing a pending task
-    /// under its key. Returns its stamp, or the key and task back when a new
-    /// key finds the heap at capacity.
+    /// under its key. Returns its stamp and the task it replaced in the heap
+    /// (a held task it replaced goes to `out`), or the key and task back
+    /// when a new key finds the heap at capacity.
     fn admit_one(
         &self,
         st: &mut State<K>,
         a: Arrival<K>,
         now: i64,
         out: &mut Admitted<K>,
-    ) -> Result<Stamp, (TaskKey<K>, Task)> {
+    ) -> Admission<K> {
         // A held task (exclusive keys) is pending too: this replaces it.
         // Most pools hold none: checked here, which spares every arrival a
         // call returning an empty entry.
@@ -240,11 +256,11 @@ impl<K: Key> Shared<K> {
             a.key
         };
         let limit = self.config.capacity.saturating_sub(st.exclusive.len());
-        let stamp = match st.heap.try_insert(key, a.due, task, limit, now) {
-            Ok(Inserted::New { seq }) => Stamp {
-                seq,
-                replaced: replaced_held,
-            },
+        let admitted = match st.heap.try_insert(key, a.due, task, limit, now) {
+            Ok(Inserted::New { seq }) => {
+                let replaced = replaced_held;
+                (Stamp { seq, replaced }, None)
+            }
             Ok(Inserted::Replaced {
                 seq,
                 old,
@@ -252,16 +268,13 @@ impl<K: Key> Shared<K> {
                 key,
                 ..
             }) => {
-                out.replaced.push((key, old_due, old));
-                Stamp {
-                    seq,
-                    replaced: true,
-                }
+                let replaced = true;
+                (Stamp { seq, replaced }, Some((key, old_due, old)))
             }
             Err(refused) => return Err(refused),
         };
         out.count += 1;
-        Ok(stamp)
+        Ok(admitted)
     }
 
     /// Take `key`'s held task (exclusive keys) out, to be told `Replaced`;
@@ -297,7 +310,7 @@ impl<K: Key> Shared<K> {
     }
 
     /// Once the lock is released: tell the replaced tasks, drop the keys.
-    fn after_admission(&self, replaced: Few<(TaskKey<K>, i64, Task)>, mut keys: Few<TaskKey<K>>) {
+    fn after_admission(&self, replaced: Few<Replaced<K>>, mut keys: Few<TaskKey<K>>) {
         for (key, due, old) in replaced {
             self.abandon(&key, due, old, Abandon::Replaced);
             keys.push(key);

@@ -175,7 +175,14 @@ impl<K, V> Slot<K, V> {
 /// with [`IndexedHeap::take_retired`] and drops them after unlocking. If
 /// the owner never takes them, the heap frees them itself at its next
 /// shrink.
-pub(crate) struct Retired<K, V> {
+///
+/// Most of the time there are none: the buffers are boxed, so that taking
+/// and dropping an empty `Retired` (after every removal, in the owners)
+/// moves one pointer and tests it.
+pub(crate) struct Retired<K, V>(Option<Box<Buffers<K, V>>>);
+
+/// The buffers of a [`Retired`].
+struct Buffers<K, V> {
     /// An emptied heap array.
     nodes: Vec<Node>,
     /// An emptied slot table.
@@ -186,9 +193,9 @@ pub(crate) struct Retired<K, V> {
     index: Vec<u32>,
 }
 
-impl<K, V> Retired<K, V> {
+impl<K, V> Buffers<K, V> {
     fn none() -> Self {
-        Retired {
+        Buffers {
             nodes: Vec::new(),
             slots: Vec::new(),
             meta: Vec::new(),
@@ -196,22 +203,44 @@ impl<K, V> Retired<K, V> {
         }
     }
 
-    /// True when it holds no buffer.
-    pub(crate) fn is_empty(&self) -> bool {
+    /// True when no buffer holds memory.
+    fn is_empty(&self) -> bool {
         self.nodes.capacity() == 0
             && self.slots.capacity() == 0
             && self.meta.capacity() == 0
             && self.index.capacity() == 0
     }
+
+    /// Bytes the buffers hold (capacity).
+    fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.nodes.capacity() * size_of::<Node>()
+            + self.slots.capacity() * size_of::<Slot<K, V>>()
+            + self.meta.capacity() * size_of::<Meta>()
+            + self.index.capacity() * size_of::<u32>()
+    }
+}
+
+impl<K, V> Retired<K, V> {
+    fn none() -> Self {
+        Retired(None)
+    }
+
+    /// True when it holds no buffer.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
 }
 
 impl<K, V> fmt::Debug for Retired<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let empty = Buffers::none();
+        let b = self.0.as_deref().unwrap_or(&empty);
         f.debug_struct("Retired")
-            .field("nodes", &self.nodes.capacity())
-            .field("slots", &self.slots.capacity())
-            .field("meta", &self.meta.capacity())
-            .field("index", &self.index.capacity())
+            .field("nodes", &b.nodes.capacity())
+            .field("slots", &b.slots.capacity())
+            .field("meta", &b.meta.capacity())
+            .field("index", &b.index.capacity())
             .finish()
     }
 }
@@ -631,6 +660,28 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Some(self.take(slot))
     }
 
+    /// The entry `probe` found, removed; runs no user code (the owner
+    /// already ran it in the probe, so the key is not hashed or compared a
+    /// second time).
+    #[inline]
+    pub(crate) fn remove_probed(&mut self, probe: Probe) -> Option<Entry<K, V>> {
+        self.check_probe(&probe);
+        let slot = probe.slot?;
+        self.unindex(probe.hash, slot);
+        Some(self.take(slot))
+    }
+
+    /// In debug builds, that the heap is unchanged since `probe` was taken.
+    #[inline]
+    fn check_probe(&self, _probe: &Probe) {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            _probe.at,
+            (self.len(), self.next_seq),
+            "the heap changed since the probe"
+        );
+    }
+
     /// Remove and return the earliest entry. Runs no user code.
     pub fn pop(&mut self) -> Option<Entry<K, V>> {
         let slot = self.nodes.first()?.slot;
@@ -687,10 +738,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             + self.slots.capacity() * size_of::<Slot<K, V>>()
             + self.meta.capacity() * size_of::<Meta>()
             + self.index.allocated_bytes()
-            + self.retired.nodes.capacity() * size_of::<Node>()
-            + self.retired.slots.capacity() * size_of::<Slot<K, V>>()
-            + self.retired.meta.capacity() * size_of::<Meta>()
-            + self.retired.index.capacity() * size_of::<u32>()
+            + self.retired.0.as_ref().map_or(0, |b| b.bytes())
     }
 
     /// Check heap order, index agreement and lengths, then that every key
@@ -805,6 +853,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Take slot `slot` (already out of the index) out of the heap and the
     /// slot table. Runs no user code.
+    #[inline]
     fn take(&mut self, slot: u32) -> Entry<K, V> {
         let pos = self.meta[slot as usize].pos as usize;
         let node = self.nodes[pos];
@@ -841,11 +890,30 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Give memory back once the heap has fallen to a quarter of its
     /// capacity: the entries move to smaller vectors (no entry is renumbered)
     /// and the old ones are retired, to be freed outside the owner's lock.
+    /// The test is inlined into every removal; the shrinking itself is rare
+    /// and kept out of line.
+    #[inline]
     fn maybe_shrink(&mut self) {
-        let len = self.nodes.len();
+        if self.tables_sparse() || self.index.is_sparse() {
+            self.shrink();
+        }
+    }
+
+    /// True when the tables hold less than a quarter of their capacity
+    /// (above the floor).
+    #[inline]
+    fn tables_sparse(&self) -> bool {
         let cap = self.slots.capacity();
-        let mut shrunk = Retired::none();
-        if cap > FLOOR && len < cap / 4 {
+        cap > FLOOR && self.nodes.len() < cap / 4
+    }
+
+    /// The shrinking of [`maybe_shrink`](Self::maybe_shrink).
+    #[cold]
+    #[inline(never)]
+    fn shrink(&mut self) {
+        let len = self.nodes.len();
+        let mut shrunk = Buffers::none();
+        if self.tables_sparse() {
             let target = (len * 2).max(FLOOR);
             let mut nodes = Vec::with_capacity(target);
             nodes.extend_from_slice(&self.nodes);
@@ -874,7 +942,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         if !shrunk.is_empty() {
             // Keeps at most one generation: an owner that does not take
             // them frees the previous ones here.
-            self.retired = shrunk;
+            self.retired = Retired(Some(Box::new(shrunk)));
         }
     }
 

@@ -94,19 +94,26 @@ impl SlotIndex {
 
     /// Add `slot` under the hash bits `h`; the caller guarantees its key is
     /// absent, and `hash` gives every indexed slot's hash (for a resize).
+    /// Inlined into the heap's insert; growing, rare, is out of line.
+    #[inline]
     pub(super) fn insert(&mut self, h: u32, slot: u32, hash: impl Fn(u32) -> u32) {
         debug_assert!(slot != EMPTY, "slot numbers are below u32::MAX");
         if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
-            let _ = self.resize(
-                ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
-                    .next_power_of_two()
-                    .max(16),
-                hash,
-            );
+            self.grow(hash);
         }
         debug_assert!(self.len < self.buckets.len(), "a full index cannot probe");
         self.place(h, slot);
         self.len += 1;
+    }
+
+    /// Resize for one more entry than it holds (the load limit reached).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, hash: impl Fn(u32) -> u32) {
+        let n = ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
+            .next_power_of_two()
+            .max(16);
+        let _ = self.resize(n, hash);
     }
 
     /// Put `slot` at the first free position of the probe sequence of `h`.
@@ -122,6 +129,7 @@ impl SlotIndex {
 
     /// Remove the entry for which `is_key` holds; returns its slot. Every
     /// call of `is_key` comes before the index changes.
+    #[inline]
     pub(super) fn remove(
         &mut self,
         h: u32,
@@ -171,12 +179,20 @@ impl SlotIndex {
         self.buckets[i] = EMPTY;
     }
 
+    /// True when the table is a 32nd full or less (and not small): what
+    /// [`shrink_if_sparse`](Self::shrink_if_sparse) waits for.
+    #[inline]
+    pub(super) fn is_sparse(&self) -> bool {
+        let n = self.buckets.len();
+        n > 64 && self.len * 32 < n
+    }
+
     /// Shrink the table once it is a 32nd full, returning the old buckets
     /// for the caller to free (outside its lock: freeing a large buffer can
     /// stall). Rarely, and only when few entries are left to re-place.
     pub(super) fn shrink_if_sparse(&mut self, hash: impl Fn(u32) -> u32) -> Option<Vec<u32>> {
         let n = self.buckets.len();
-        if n > 64 && self.len * 32 < n {
+        if self.is_sparse() {
             let want = ((self.len * LOAD_DEN / LOAD_NUM + 1).next_power_of_two() * 2).max(16);
             if want < n {
                 return Some(self.resize(want, hash));

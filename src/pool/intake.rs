@@ -45,13 +45,19 @@ pub(crate) struct Refusal {
     pub(crate) tasks: Vec<Task>,
 }
 
+/// A pending task an arrival replaced: its key, due time and task.
+type Replaced<K> = (TaskKey<K>, i64, Task);
+
+/// One arrival's admission: its stamp and the task it replaced in the heap,
+/// or its key and task back at capacity.
+type Admission<K> = Result<(Stamp, Option<Replaced<K>>), (TaskKey<K>, Task)>;
+
 /// What admitting leaves to do once the lock is released.
 struct Admitted<K> {
     /// Pending tasks the arrivals replaced (key, due, task), told
-    /// `Replaced` after it.
-    replaced: Few<(TaskKey<K>, i64, Task)>,
-    /// Keys to drop after it (user `Drop` never runs under the lock).
-    keys: Few<TaskKey<K>>,
+    /// `Replaced` after it (and their keys dropped then: user `Drop` never
+    /// runs under the lock).
+    replaced: Few<Replaced<K>>,
     /// Arrivals the heap took.
     count: u64,
 }
@@ -96,30 +102,77 @@ impl<K: Key> Shared<K> {
             let tasks = arrivals.map(|a| a.task).collect();
             return Err(Refusal { error, tasks });
         }
-        if self.faults.has(Fault::IntakeOutsideLock) {
-            MutexGuard::unlocked(&mut st, || ());
-        }
-        let head = st.heap.peek_due();
-        let mut out = Admitted {
-            replaced: Few::new(),
-            keys: Few::new(),
-            count: 0,
-        };
+        let (head, mut out) = self.begin_admission(&mut st);
         let mut now = None;
         for (i, arrival) in arrivals.enumerate() {
             let now = self.now_for(&mut st, arrival.due, &mut now);
             match self.admit_one(&mut st, arrival, now, &mut out) {
-                Ok(stamp) => stamped(i, stamp),
-                Err((key, task)) => return self.refuse_at_capacity(st, key, task, out),
+                Ok((stamp, replaced)) => {
+                    out.replaced.extend(replaced);
+                    stamped(i, stamp);
+                }
+                Err((key, task)) => return Err(self.refuse_at_capacity(st, key, task, out)),
             }
         }
+        self.end_admission(st, head, out);
+        Ok(())
+    }
+
+    /// [`admit_or_return`](Self::admit_or_return) for one task, returning
+    /// its stamp: the same steps without the loop over a batch, for the
+    /// single-task scheduling calls.
+    pub(crate) fn admit_single(&self, arrival: Arrival<K>) -> Result<Stamp, Refusal> {
+        let mut st = self.state.lock();
+        if let Some(error) = self.refusal(&st, 1) {
+            drop(st);
+            let tasks = vec![arrival.task];
+            return Err(Refusal { error, tasks });
+        }
+        let (head, mut out) = self.begin_admission(&mut st);
+        let now = self.now_for(&mut st, arrival.due, &mut None);
+        match self.admit_one(&mut st, arrival, now, &mut out) {
+            Ok((stamp, replaced)) => {
+                self.end_admission(st, head, out);
+                // The task it replaced is told once the lock is released,
+                // as after_admission tells a batch's (without the list).
+                if let Some((key, due, old)) = replaced {
+                    self.abandon(&key, due, old, Abandon::Replaced);
+                }
+                Ok(stamp)
+            }
+            Err((key, task)) => Err(self.refuse_at_capacity(st, key, task, out)),
+        }
+    }
+
+    /// Under the lock, before the first arrival: the earliest due time
+    /// (to tell whether the arrivals moved it) and nothing admitted yet.
+    #[inline]
+    fn begin_admission(&self, st: &mut MutexGuard<'_, State<K>>) -> (Option<i64>, Admitted<K>) {
+        if self.faults.has(Fault::IntakeOutsideLock) {
+            MutexGuard::unlocked(st, || ());
+        }
+        let out = Admitted {
+            replaced: Few::new(),
+            count: 0,
+        };
+        (st.heap.peek_due(), out)
+    }
+
+    /// After the last arrival: count them, notify the leader if the
+    /// earliest due time moved, release the lock, and tell the replaced
+    /// tasks.
+    #[inline]
+    fn end_admission(&self, st: MutexGuard<'_, State<K>>, head: Option<i64>, out: Admitted<K>) {
         self.counters.scheduled(out.count);
         if st.heap.peek_due() != head && !self.faults.has(Fault::NoNotifyOnNewHead) {
             self.leader_cv.notify_one();
         }
         drop(st);
-        self.after_admission(out.replaced, out.keys);
-        Ok(())
+        // Most calls replace nothing: checked here, so that they do not pay
+        // for passing the list to a call that returns at once.
+        if !out.replaced.is_empty() {
+            self.after_admission(out.replaced, Few::new());
+        }
     }
 
     /// A reading of the clock against which a task due at `due` may be due
@@ -182,21 +235,20 @@ impl<K: Key> Shared<K> {
     }
 
     /// Admit one task into the heap under the lock, replacing a pending task
-    /// under its key. Returns its stamp, or the key and task back when a new
-    /// key finds the heap at capacity.
+    /// under its key. Returns its stamp and the task it replaced in the heap
+    /// (a held task it replaced goes to `out`), or the key and task back
+    /// when a new key finds the heap at capacity.
     fn admit_one(
         &self,
         st: &mut State<K>,
         a: Arrival<K>,
         now: i64,
         out: &mut Admitted<K>,
-    ) -> Result<Stamp, (TaskKey<K>, Task)> {
+    ) -> Admission<K> {
         // A held task (exclusive keys) is pending too: this replaces it.
-        let held = st.exclusive.take(&a.key, None);
-        let replaced_held = held.is_some();
-        if let Some(held) = held {
-            out.replaced.push((held.key, held.due, held.value));
-        }
+        // Most pools hold none: checked here, which spares every arrival a
+        // call returning an empty entry.
+        let replaced_held = !st.exclusive.is_empty() && Self::replace_held(st, &a.key, out);
         let task = a.task;
         let key = if self.faults.has(Fault::ReplaceKeepsOld) {
             broken::beside_old(self, st, a.key)
@@ -204,11 +256,11 @@ impl<K: Key> Shared<K> {
             a.key
         };
         let limit = self.config.capacity.saturating_sub(st.exclusive.len());
-        let stamp = match st.heap.try_insert(key, a.due, task, limit, now) {
-            Ok(Inserted::New { seq }) => Stamp {
-                seq,
-                replaced: replaced_held,
-            },
+        let admitted = match st.heap.try_insert(key, a.due, task, limit, now) {
+            Ok(Inserted::New { seq }) => {
+                let replaced = replaced_held;
+                (Stamp { seq, replaced }, None)
+            }
             Ok(Inserted::Replaced {
                 seq,
                 old,
@@ -216,16 +268,23 @@ impl<K: Key> Shared<K> {
                 key,
                 ..
             }) => {
-                out.replaced.push((key, old_due, old));
-                Stamp {
-                    seq,
-                    replaced: true,
-                }
+                let replaced = true;
+                (Stamp { seq, replaced }, Some((key, old_due, old)))
             }
             Err(refused) => return Err(refused),
         };
         out.count += 1;
-        Ok(stamp)
+        Ok(admitted)
+    }
+
+    /// Take `key`'s held task (exclusive keys) out, to be told `Replaced`;
+    /// true iff there was one.
+    fn replace_held(st: &mut State<K>, key: &TaskKey<K>, out: &mut Admitted<K>) -> bool {
+        let Some(held) = st.exclusive.take(key, None) else {
+            return false;
+        };
+        out.replaced.push((held.key, held.due, held.value));
+        true
     }
 
     /// A single task refused at capacity: nothing changed but the held task
@@ -235,25 +294,23 @@ impl<K: Key> Shared<K> {
         st: MutexGuard<'_, State<K>>,
         key: TaskKey<K>,
         task: Task,
-        mut out: Admitted<K>,
-    ) -> Result<(), Refusal> {
+        out: Admitted<K>,
+    ) -> Refusal {
         debug_assert!(out.count == 0, "a batch passed its capacity check");
         drop(st);
-        out.keys.push(key);
-        self.after_admission(out.replaced, out.keys);
-        Err(Refusal {
+        let mut keys = Few::new();
+        keys.push(key);
+        self.after_admission(out.replaced, keys);
+        Refusal {
             error: Error::CapacityReached {
                 capacity: self.config.capacity,
             },
             tasks: vec![task],
-        })
+        }
     }
 
     /// Once the lock is released: tell the replaced tasks, drop the keys.
-    fn after_admission(&self, replaced: Few<(TaskKey<K>, i64, Task)>, mut keys: Few<TaskKey<K>>) {
-        if replaced.is_empty() && keys.is_empty() {
-            return; // the common case: a new key replaced nothing
-        }
+    fn after_admission(&self, replaced: Few<Replaced<K>>, mut keys: Few<TaskKey<K>>) {
         for (key, due, old) in replaced {
             self.abandon(&key, due, old, Abandon::Replaced);
             keys.push(key);

@@ -201,9 +201,11 @@ impl<K: Hash + Eq> Pending<K> {
     }
 
     /// Where `key` is in the lane, with the heap's probe for it.
+    #[inline(always)]
     fn probe(&self, key: &TaskKey<K>) -> (Probe, Option<u64>) {
         let probe = self.heap.probe(key);
-        let in_lane = (!probe.found())
+        // An empty lane (the common case) is not searched at all.
+        let in_lane = (!probe.found() && self.lane.live > 0)
             .then(|| self.lane.find(spread(&probe), key))
             .flatten();
         (probe, in_lane)
@@ -227,6 +229,7 @@ impl<K: Hash + Eq> Pending<K> {
     /// if fewer than `limit` are pending. The lane takes a new key due by
     /// `now` that keeps its order; everything else goes into the heap.
     /// Gives the key and task back at the limit.
+    #[inline]
     pub(crate) fn try_insert(
         &mut self,
         key: TaskKey<K>,
@@ -329,9 +332,9 @@ impl<K: Hash + Eq> Pending<K> {
 
     /// Take out `key`'s pending task.
     pub(crate) fn remove(&mut self, key: &TaskKey<K>) -> Option<PoolEntry<K>> {
-        match self.probe(key).1 {
-            Some(pos) => Some(self.lane.take(pos)),
-            None => self.heap.remove(key),
+        match self.probe(key) {
+            (_, Some(pos)) => Some(self.lane.take(pos)),
+            (probe, None) => self.heap.remove_probed(probe),
         }
     }
 

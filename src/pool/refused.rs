@@ -5,7 +5,7 @@
 //! # Ground rules
 //!
 //! - Intake gives refused tasks back after the lock is released
-//!   (`Shared::admit_or_return`); the task is the one this call boxed, so
+//!   (`Shared::admit_single`); the task is the one this call boxed, so
 //!   its closure comes out by a downcast, unrun, and no outcome is
 //!   delivered (no handle was made).
 
@@ -235,15 +235,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let due = match self.due_ns(when) {
+        let time = &self.shared.time;
+        let (due, due_at) = match time.due_at(when, || time.now()) {
             Ok(due) => due,
             Err(error) => return Err(self.refused(error, f)),
         };
-        let joint = Arc::new(Joint::new(
-            f,
-            self.shared.time.instant_of(due),
-            self.shared.faults,
-        ));
+        let joint = Arc::new(Joint::new(f, due_at, self.shared.faults));
         let handle_key = key.clone();
         let task = Task::Watched(Watched::new(joint.clone()));
         match self.try_admit(key, due, task) {
@@ -261,11 +258,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// Admit one task, or hand it back.
     fn try_admit(&self, key: TaskKey<K>, due: i64, task: Task) -> Result<Stamp, Refusal> {
-        let mut stamp = Stamp::default();
-        let arrival = Arrival { key, due, task };
-        self.shared
-            .admit_or_return(std::iter::once(arrival), |_, s| stamp = s)
-            .map(|()| stamp)
+        self.shared.admit_single(Arrival { key, due, task })
     }
 
     /// Count (and trace) a refusal and pair its error with the closure.

@@ -118,16 +118,54 @@ impl Timeline {
     /// and not already reached.
     pub(crate) fn due_ns(&self, due: Due, now: impl FnOnce() -> Now) -> Result<i64, Error> {
         let ns = match due {
-            Due::At(at) => match nanos(at.saturating_duration_since(self.epoch)) {
-                Some(ns) if ns < NEVER => Some(ns),
-                _ => {
+            Due::At(at) => match self.since_epoch(at) {
+                Some(ns) => Some(ns),
+                None => {
                     let now = now();
                     (at <= now.at).then_some(now.ns)
                 }
             },
             Due::After(delay) => nanos(delay).and_then(|d| now().ns.checked_add(d)),
         };
-        ns.filter(|&d| d < NEVER).ok_or(Error::TimeOutOfRange)
+        // Matched rather than `ok_or`: that builds (and drops) an error on
+        // every call.
+        match ns {
+            Some(ns) if ns < NEVER => Ok(ns),
+            _ => Err(Error::TimeOutOfRange),
+        }
+    }
+
+    /// [`due_ns`](Self::due_ns) with the instant of the result on the
+    /// pool's clock, as [`instant_of`](Self::instant_of) gives it. For an
+    /// instant in the range that is the instant itself (or the epoch, for
+    /// one before it), so the common case converts nothing back.
+    ///
+    /// # Errors
+    ///
+    /// As [`due_ns`](Self::due_ns).
+    #[inline]
+    pub(crate) fn due_at(
+        &self,
+        due: Due,
+        now: impl FnOnce() -> Now,
+    ) -> Result<(i64, Instant), Error> {
+        if let Due::At(at) = due {
+            if let Some(ns) = self.since_epoch(at) {
+                return Ok((ns, at.max(self.epoch)));
+            }
+        }
+        let ns = self.due_ns(due, now)?;
+        Ok((ns, self.instant_of(ns)))
+    }
+
+    /// Nanoseconds from the epoch to `at` (0 for an instant before it), if
+    /// they are below [`NEVER`].
+    #[inline]
+    fn since_epoch(&self, at: Instant) -> Option<i64> {
+        match at.checked_duration_since(self.epoch) {
+            Some(d) => nanos(d).filter(|&ns| ns < NEVER),
+            None => Some(0),
+        }
     }
 
     /// The instant of `due` on the pool's clock (the epoch for a due time
@@ -180,7 +218,11 @@ pub(crate) fn tighten_timer_slack() {
     let _ = nix::sys::prctl::set_timerslack(1);
 }
 
-/// Nanoseconds of `d` as an `i64`, if they fit.
+/// Nanoseconds of `d` as an `i64`, if they fit. Computed in 64 bits:
+/// whole seconds times 10^9 plus the rest, with overflow checks, which is
+/// `d.as_nanos()` without its 128-bit product and conversion.
 pub(crate) fn nanos(d: Duration) -> Option<i64> {
-    i64::try_from(d.as_nanos()).ok()
+    let secs = i64::try_from(d.as_secs()).ok()?;
+    secs.checked_mul(1_000_000_000)?
+        .checked_add(i64::from(d.subsec_nanos()))
 }

@@ -125,8 +125,8 @@ impl<T> From<Abandon> for Outcome<T> {
 /// clock. The steps a task never reached are `None`: a cancelled task was
 /// never claimed, an expired one never started. A task is claimed by the
 /// worker that runs it, when it takes the task out of the pending tasks to
-/// start it at once: `started` follows `claimed` by a clock read, or by the
-/// staleness check.
+/// start it at once; one reading of the clock, taken then, dates both, so
+/// `claimed` and `started` are equal (an expired task has only `claimed`).
 ///
 /// # Examples
 ///

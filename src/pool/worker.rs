@@ -32,7 +32,7 @@ use super::outcome::{Outcome, Ran, RunCtx};
 use super::periodic::{After, PeriodicJob};
 use super::shared::{Key, Shared, State};
 use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
-use super::time::NEVER;
+use super::time::{Now, NEVER};
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
 use crate::sync::{Ordering, RecvTimeoutError};
@@ -51,8 +51,9 @@ pub(crate) struct Claimed<K> {
     shown: Option<Result<TaskKey<K>, ()>>,
     /// Its due time, nanoseconds since the pool's epoch.
     due: i64,
-    /// When it was taken out of the heap.
-    claimed: std::time::Instant,
+    /// The clock's reading in the critical section that took it out of
+    /// the heap to run it at once: when it was claimed and started.
+    at: Now,
 }
 
 /// What a run leaves to settle under the lock.
@@ -218,11 +219,10 @@ fn run_due<K: Key>(
 /// of its previous run, if still there, comes out and is dropped after the
 /// lock. `Err`: nothing is due; the earliest pending due time, if any.
 fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Option<i64>> {
-    // Read before the lock: the clock is monotonic, so a task due by this
-    // reading is due when it starts (never early), and the lock is held for
-    // less. (The leader reads it under the lock: its wait depends on it.)
-    let now = shared.time.now();
+    // One reading, under the lock, decides what is due and dates the start
+    // (the run begins as the lock is released).
     let mut st = shared.state.lock();
+    let now = shared.time.now();
     st.seen_now = st.seen_now.max(now.ns);
     loop {
         let Some(entry) = st.heap.pop_due(now.ns) else {
@@ -236,7 +236,7 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
             drop_key(shared, ended);
             return Err(next);
         };
-        match or_lose(entry, |entry| claim_one(&mut st, entry, now.at)) {
+        match or_lose(entry, |entry| claim_one(&mut st, entry, now)) {
             Some(Some((mut claimed, key))) => {
                 if shared.shows_keys() {
                     claimed.shown = Some(show(shared, &key));
@@ -268,7 +268,7 @@ fn show<K: Key>(shared: &Shared<K>, key: &TaskKey<K>) -> Result<TaskKey<K>, ()> 
 fn claim_one<K: Key>(
     st: &mut State<K>,
     entry: PoolEntry<K>,
-    at: std::time::Instant,
+    at: Now,
 ) -> Option<(Claimed<K>, TaskKey<K>)> {
     let entry = st.exclusive.claim(entry)?;
     let task = match entry.value {
@@ -295,14 +295,14 @@ fn claim_one<K: Key>(
         },
         shown: None,
         due: entry.due,
-        claimed: at,
+        at,
     };
     Some((claimed, entry.key))
 }
 
 /// Run one claimed task, then settle what the run left.
 fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
-    let finished = run_claimed(shared, index, c.task, (c.shown, c.anon), c.due, c.claimed);
+    let finished = run_claimed(shared, index, c.task, (c.shown, c.anon), c.due, c.at);
     let exclusive = shared.config.exclusive_keys && c.anon.is_none();
     if matches!(finished, Finished::Done) && !exclusive {
         // Its key stays in the running slot until the next start.
@@ -329,16 +329,15 @@ fn run_claimed<K: Key>(
     task: Runnable,
     (key, anon): (Option<Result<TaskKey<K>, ()>>, Option<u64>),
     due: i64,
-    claimed: std::time::Instant,
+    started: Now,
 ) -> Finished {
     #[cfg(not(feature = "tracing"))]
     let _ = anon; // only traces name keyless tasks by their number
     let reports = shared.reports();
-    let started = shared.time.now();
     let ctx = RunCtx {
         due,
         due_at: shared.time.instant_of(due),
-        claimed,
+        claimed: started.at,
         started: started.at,
         started_ns: started.ns,
         keep_panic: reports || cfg!(feature = "tracing"),

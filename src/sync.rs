@@ -12,7 +12,7 @@ mod imp {
         bounded, unbounded, Receiver, RecvTimeoutError, Sender, TrySendError,
     };
     pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use std::thread;
 }
 
@@ -22,7 +22,7 @@ mod imp {
         bounded, unbounded, Receiver, RecvTimeoutError, Sender, TrySendError,
     };
     pub(crate) use self::lock::{Condvar, Mutex, MutexGuard};
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use loom::thread;
 
     mod lock {

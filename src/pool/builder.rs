@@ -81,7 +81,7 @@ pub(crate) struct Config {
     pub(crate) spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     pub(crate) adaptive_wake: bool,
-    /// Whether one free worker stands deputy for the leader
+    /// Whether free workers stand deputy for the leader
     /// (`worker::receive`).
     pub(crate) deputy: bool,
     /// Whether panics on the workers bypass the process's panic hook.
@@ -330,13 +330,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
-    /// A deputy for the leader: one free worker waits with a deadline 200 µs
-    /// past the earliest due time it saw pending, and starts the due work
-    /// itself if the leader has not by then. The leader is the one thread
+    /// Deputies for the leader: up to three free workers (all but the
+    /// leader) wait with a deadline 200 µs past the earliest due time each
+    /// saw pending, and start the due work themselves if the leader has not
+    /// by then. The leader is the one thread
     /// waiting for the head; on a busy or preempted CPU (a loaded host, a
     /// virtual machine whose CPU is not running) its thread can be held up
-    /// for milliseconds while another worker is free, and the deputy keeps
-    /// a due task from waiting for it. It costs about one wake-up per due
+    /// for milliseconds while another worker is free, and a deputy keeps a
+    /// due task from waiting for it. Each costs about one wake-up per due
     /// time it watches over, and none while the pool is idle
     /// ([`Stats::deputy_wakeups`](crate::Stats::deputy_wakeups),
     /// [`Stats::rescued`](crate::Stats::rescued)). Needs two workers or

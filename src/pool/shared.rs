@@ -30,9 +30,7 @@ use super::stats::Counters;
 use super::task::{Task, TaskKey};
 use super::time::Timeline;
 use crate::clock::Wake;
-use crate::sync::{
-    thread, unbounded, AtomicBool, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender,
-};
+use crate::sync::{thread, unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
 use std::hash::Hash;
 use std::sync::OnceLock;
 
@@ -104,11 +102,11 @@ pub(crate) struct Shared<K> {
     pub(crate) tx: Sender<Msg>,
     /// Receiving end, shared by all workers.
     pub(crate) rx: Receiver<Msg>,
-    /// True while a free worker waits as the deputy: with a deadline just
-    /// past the earliest due time it saw pending (`worker::receive`). At
-    /// most one does, so a pool pays for one extra timed wait, not one per
-    /// worker.
-    pub(crate) deputy: AtomicBool,
+    /// How many free workers wait as deputies: with a deadline just past
+    /// the earliest due time each saw pending (`worker::receive`). At most
+    /// `worker::MAX_DEPUTIES` do, so a large pool does not pay a timed wait
+    /// per worker.
+    pub(crate) deputies: AtomicU64,
     /// The validated configuration.
     pub(crate) config: Config,
     /// Counters and lateness histograms.
@@ -164,7 +162,7 @@ impl<K: Key> Shared<K> {
             time: Timeline::new(config.clock.clone()),
             tx,
             rx,
-            deputy: AtomicBool::new(false),
+            deputies: AtomicU64::new(0),
             counters: Counters::new(config.workers),
             live: Mutex::new(config.workers),
             exited: Condvar::new(),

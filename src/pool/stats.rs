@@ -70,12 +70,12 @@ pub struct Stats {
     /// spurious wakeup). An idle pool does not wake; a pool with one far
     /// timer wakes about once, at its time.
     pub leader_wakeups: u64,
-    /// Due tasks that a free worker, waiting as the pool's deputy, started
+    /// Due tasks that a free worker, waiting as a deputy, started
     /// because the leader had not started them within a short grace after
     /// their due time (its thread was held up: a busy or preempted CPU).
     /// Mostly 0 on a machine with CPU to spare.
     pub rescued: u64,
-    /// Times the deputy's deadline passed, whether or not it found work
+    /// Times a deputy's deadline passed, whether or not it found work
     /// due: the cost of the deputy in wake-ups. An idle pool's deputy does
     /// not wake.
     pub deputy_wakeups: u64,

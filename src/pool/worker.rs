@@ -90,7 +90,12 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
             Received::Msg(msg) => msg,
             Received::Rescue => {
                 shared.counters.deputy_woke(index);
-                watch = run_due(shared, index, None, true);
+                let next = run_due(shared, index, None, true);
+                // The same head still pending and not due by the pool's
+                // clock although its real deadline passed: a clock whose
+                // sleep deadlines run ahead of it. Watching it again would
+                // spin; wait untimed until the next message instead.
+                watch = next.filter(|&due| Some(due) != watch);
                 continue;
             }
         };
@@ -134,11 +139,11 @@ pub(crate) const MAX_DEPUTIES: usize = 3;
 /// so that the deputy only steps in when the leader's thread did not run.
 pub(crate) const RESCUE_GRACE: Duration = Duration::from_micros(200);
 
-/// Step 4a, a free worker's wait: for the next message; and, for the one
-/// worker that becomes the pool's deputy, only until `watch` (the earliest
-/// due time it saw pending) plus [`RESCUE_GRACE`]. If the leader's thread
-/// is held up past that (a busy or preempted CPU), the deputy starts the
-/// due work itself, so a task never depends on one thread being scheduled.
+/// Step 4a, a free worker's wait: for the next message; and, for a worker
+/// that becomes one of the deputies, only until `watch` (the earliest due
+/// time it saw pending) plus [`RESCUE_GRACE`]. If the leader's thread is
+/// held up past that (a busy or preempted CPU), the deputy starts the due
+/// work itself, so a task never depends on one thread being scheduled.
 /// Not a poll: the deadline lies after a due time it saw pending, and
 /// the deputy re-arms only from its next look at the heap. Untimed with a
 /// clock moved by hand (it has no real deadline) and under loom.
@@ -155,9 +160,10 @@ fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
     }
 }
 
-/// The deputy's deadline, if this worker becomes the deputy: the pool has
-/// one (`Builder::deputy`), there is a real due time to watch, and no
-/// other worker is deputy now (then this one takes the flag).
+/// The deputy's deadline, if this worker becomes a deputy: the pool has
+/// deputies (`Builder::deputy`), there is a real due time to watch, and
+/// fewer than the limit (all workers but the leader, at most
+/// [`MAX_DEPUTIES`]) stand now (then this one counts itself in).
 fn stand_deputy<K>(shared: &Shared<K>, watch: Option<i64>) -> Option<Instant> {
     let deadline = watch
         .filter(|&due| due < NEVER && shared.config.deputy)

@@ -70,10 +70,11 @@ pub struct Stats {
     /// spurious wakeup). An idle pool does not wake; a pool with one far
     /// timer wakes about once, at its time.
     pub leader_wakeups: u64,
-    /// Due tasks that a free worker, waiting as a deputy, started
-    /// because the leader had not started them within a short grace after
-    /// their due time (its thread was held up: a busy or preempted CPU).
-    /// Mostly 0 on a machine with CPU to spare.
+    /// Tasks a deputy started because its deadline passed (200 µs after
+    /// the earliest due time it saw pending) before the leader had started
+    /// the work then due: the watched task if the leader's thread was held
+    /// up, and whatever else was due by then. 0 with `deputy(false)` or a
+    /// clock moved by hand.
     pub rescued: u64,
     /// Times a deputy's deadline passed, whether or not it found work
     /// due: the cost of the deputy in wake-ups. An idle pool's deputy does

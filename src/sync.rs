@@ -8,9 +8,7 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use crossbeam_channel::{
-        bounded, unbounded, Receiver, RecvTimeoutError, Sender, TrySendError,
-    };
+    pub(crate) use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
     pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use std::thread;
@@ -18,9 +16,7 @@ mod imp {
 
 #[cfg(loom)]
 mod imp {
-    pub(crate) use self::channel::{
-        bounded, unbounded, Receiver, RecvTimeoutError, Sender, TrySendError,
-    };
+    pub(crate) use self::channel::{bounded, unbounded, Receiver, Sender, TrySendError};
     pub(crate) use self::lock::{Condvar, Mutex, MutexGuard};
     pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use loom::thread;
@@ -193,16 +189,6 @@ mod imp {
         #[derive(Debug)]
         pub(crate) struct RecvError;
 
-        /// Why a receive with a deadline came back empty-handed.
-        #[derive(Debug)]
-        pub(crate) enum RecvTimeoutError {
-            /// The deadline passed (never under loom: see `recv_deadline`).
-            #[allow(dead_code)]
-            Timeout,
-            /// Every sender is gone and the queue is empty.
-            Disconnected,
-        }
-
         /// A new unbounded queue.
         #[track_caller]
         pub(crate) fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
@@ -287,31 +273,6 @@ mod imp {
                     }
                     self.0.ready.wait(&mut q);
                 }
-            }
-        }
-
-        impl<T> Receiver<T> {
-            /// Untimed under loom, as the condition variable's timed waits
-            /// are: the deadline is ignored.
-            #[track_caller]
-            pub(crate) fn recv_deadline(
-                &self,
-                _deadline: std::time::Instant,
-            ) -> Result<T, RecvTimeoutError> {
-                self.recv()
-                    .map_err(|RecvError| RecvTimeoutError::Disconnected)
-            }
-
-            /// A message if one is waiting, without blocking.
-            #[track_caller]
-            pub(crate) fn try_recv(&self) -> Result<T, RecvError> {
-                self.0.queue.lock().items.pop_front().ok_or(RecvError)
-            }
-
-            /// Messages waiting.
-            #[track_caller]
-            pub(crate) fn len(&self) -> usize {
-                self.0.queue.lock().items.len()
             }
         }
 

@@ -66,7 +66,7 @@ fn a_short_task_runs_while_a_long_one_blocks_the_other_worker() {
 /// and the long one waits for the short one.
 #[test]
 #[should_panic(
-    expected = "deadlock: thread 0 (main) in src/pool/outcome.rs, thread 1 in loom-tests/tests/loom_fair_start.rs, thread 2 in src/pool/worker.rs"
+    expected = "deadlock: thread 0 (main) in src/pool/outcome.rs, thread 1 in loom-tests/tests/loom_fair_start.rs, thread 2 in src/pool/handoff.rs"
 )]
 fn running_before_passing_the_token_is_caught() {
     short_passes_long(Some("run-before-pass"));

@@ -40,7 +40,7 @@ fn leadership_comes_back_to_a_single_worker() {
 /// second task is never started, and both workers sit idle in `recv`.
 #[test]
 #[should_panic(
-    expected = "deadlock: thread 0 (main) in src/pool/outcome.rs, thread 1 in src/pool/worker.rs, thread 2 in src/pool/worker.rs"
+    expected = "deadlock: thread 0 (main) in src/pool/outcome.rs, thread 1 in src/pool/handoff.rs, thread 2 in src/pool/handoff.rs"
 )]
 fn dropped_lead_token_is_caught() {
     hand_off(2, Some("drop-lead"));

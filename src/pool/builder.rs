@@ -331,13 +331,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     }
 
     /// Deputies for the leader: up to three free workers (all but the
-    /// leader) wait with a deadline 200 µs past the earliest due time each
-    /// saw pending, and start the due work themselves if the leader has not
-    /// by then. The leader is the one thread
-    /// waiting for the head; on a busy or preempted CPU (a loaded host, a
-    /// virtual machine whose CPU is not running) its thread can be held up
-    /// for milliseconds while another worker is free, and a deputy keeps a
-    /// due task from waiting for it. Each costs about one wake-up per due
+    /// leader) wait until the earliest due time each saw pending, as the
+    /// leader does, and whichever thread runs first starts the due work.
+    /// The leader is the one thread the pool wakes for a new earlier task;
+    /// on a busy or preempted CPU (a loaded host, a virtual machine whose
+    /// CPU is not running) its thread can be held up for milliseconds
+    /// while another worker is free, and a deputy keeps a due task from
+    /// waiting for it. The leader passing the lead on then also finds a
+    /// thread awake instead of waking one. Each costs about one wake-up per due
     /// time it watches over, and none while the pool is idle
     /// ([`Stats::deputy_wakeups`](crate::Stats::deputy_wakeups),
     /// [`Stats::rescued`](crate::Stats::rescued)). Needs two workers or

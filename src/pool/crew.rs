@@ -61,7 +61,7 @@ fn spawn<K: Key>(
 /// and give back `error`.
 fn stop<K>(shared: &Shared<K>, threads: Vec<thread::JoinHandle<()>>, error: Error) -> Error {
     shared.state.lock().mode = Mode::Stopped;
-    let _ = shared.tx.send(Msg::Exit);
+    shared.handoff.send(Msg::Exit);
     threads.into_iter().for_each(|h| drop(h.join()));
     error
 }
@@ -125,7 +125,7 @@ impl Crew {
         let ids: Vec<_> = threads.iter().map(|h| h.thread().id()).collect();
         // Before the token: no task can run before the ids are known.
         let _ = shared.worker_ids.set(ids.clone());
-        let _ = shared.tx.send(Msg::Lead(Lead::first()));
+        shared.handoff.send(Msg::Lead(Lead::first()));
         Ok(Crew {
             ids,
             threads: Mutex::new(threads),

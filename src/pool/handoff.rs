@@ -1,5 +1,5 @@
-//! The hand-off: what travels through the channel between the workers, and
-//! the lead token.
+//! The hand-off: the mailbox the free workers wait on, what travels through
+//! it, and the lead token.
 //!
 //! # Ground rules
 //!
@@ -12,7 +12,67 @@
 //! - Exactly one [`Lead`] exists while the pool runs; it is in the channel or
 //!   held by the one leader, who never runs a task while holding it.
 
+use crate::sync::{Condvar, Mutex};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+/// The hand-off channel: a queue of messages under its own small lock, and
+/// the condition variable the free workers wait on.
+///
+/// A receiver that finds it empty parks at once. A general-purpose channel
+/// (crossbeam's) spins and yields the CPU several times first; with the
+/// pool's free workers waiting here between every due time, those spins and
+/// yields were about a fifth of the pool's CPU in a dense stream, on a
+/// 2-vCPU guest (`docs/bench/lab-notes.md`).
+pub(crate) struct Mailbox<T> {
+    /// Messages not yet received, oldest first.
+    queue: Mutex<VecDeque<T>>,
+    /// Notified once per message sent.
+    ready: Condvar,
+}
+
+impl<T> Mailbox<T> {
+    /// An empty mailbox.
+    pub(crate) fn new() -> Self {
+        Mailbox {
+            queue: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Queue `msg` and wake one waiting receiver, if any. Never blocks
+    /// beyond the queue's short lock.
+    pub(crate) fn send(&self, msg: T) {
+        let mut queue = self.queue.lock();
+        queue.push_back(msg);
+        self.ready.notify_one();
+    }
+
+    /// The oldest message, waiting for one as long as it takes.
+    pub(crate) fn recv(&self) -> T {
+        let mut queue = self.queue.lock();
+        loop {
+            if let Some(msg) = queue.pop_front() {
+                return msg;
+            }
+            self.ready.wait(&mut queue);
+        }
+    }
+
+    /// The oldest message, or `None` once `deadline` has passed with none
+    /// (never under loom, whose waits are untimed).
+    pub(crate) fn recv_deadline(&self, deadline: Instant) -> Option<T> {
+        let mut queue = self.queue.lock();
+        loop {
+            if let Some(msg) = queue.pop_front() {
+                return Some(msg);
+            }
+            if self.ready.wait_until(&mut queue, deadline).timed_out() {
+                return queue.pop_front();
+            }
+        }
+    }
+}
 
 /// What travels through the hand-off channel.
 pub(crate) enum Msg {
@@ -241,6 +301,24 @@ impl WakeLatency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mailbox_delivers_in_order_and_a_deadline_ends_an_empty_wait() {
+        let mailbox = Mailbox::new();
+        mailbox.send(1);
+        mailbox.send(2);
+        assert_eq!(mailbox.recv(), 1);
+        let past = Instant::now();
+        assert_eq!(mailbox.recv_deadline(past), Some(2), "a message first");
+        let soon = Instant::now() + Duration::from_millis(5);
+        assert_eq!(mailbox.recv_deadline(soon), None);
+        assert!(Instant::now() >= soon, "not before the deadline");
+        let mailbox = std::sync::Arc::new(mailbox);
+        let sender = mailbox.clone();
+        let waiter = std::thread::spawn(move || mailbox.recv());
+        sender.send(3);
+        assert_eq!(waiter.join().expect("the receiver returns"), 3);
+    }
 
     #[test]
     fn wake_latency_estimate_follows_observations_and_is_capped() {

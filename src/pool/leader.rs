@@ -80,7 +80,7 @@ impl<K> Drop for Holding<'_, K> {
             return;
         }
         if let Some(token) = self.token.take() {
-            let _ = self.shared.tx.send(Msg::Lead(token));
+            self.shared.handoff.send(Msg::Lead(token));
         }
     }
 }
@@ -211,10 +211,10 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
         return Led::Start(Some(token));
     }
     if !shared.faults.has(Fault::DropLead) {
-        let _ = shared.tx.send(Msg::Lead(token));
+        shared.handoff.send(Msg::Lead(token));
     }
     if !retired.is_empty() {
-        let _ = shared.tx.send(Msg::Free(Box::new(retired)));
+        shared.handoff.send(Msg::Free(Box::new(retired)));
     }
     Led::Start(None)
 }
@@ -223,5 +223,5 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
 fn exit<K>(shared: &Shared<K>, st: MutexGuard<'_, State<K>>, token: Lead) {
     drop(st);
     let Lead { .. } = token;
-    let _ = shared.tx.send(Msg::Exit);
+    shared.handoff.send(Msg::Exit);
 }

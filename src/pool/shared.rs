@@ -23,14 +23,14 @@ use super::builder::Config;
 use super::completion::{Observe, Sink};
 use super::exclusive::ExclusiveKeys;
 use super::fault::{Fault, Faults};
-use super::handoff::Msg;
+use super::handoff::{Mailbox, Msg};
 use super::outcome::Abandon;
 use super::pending::Pending;
 use super::stats::Counters;
 use super::task::{Task, TaskKey};
 use super::time::Timeline;
 use crate::clock::Wake;
-use crate::sync::{thread, unbounded, AtomicU64, Condvar, Mutex, Ordering, Receiver, Sender};
+use crate::sync::{thread, AtomicU64, Condvar, Mutex, Ordering};
 use std::hash::Hash;
 use std::sync::OnceLock;
 
@@ -98,10 +98,9 @@ pub(crate) struct Shared<K> {
     pub(crate) leader_cv: Condvar,
     /// The pool's clock and epoch.
     pub(crate) time: Timeline,
-    /// Hand-off channel: the lead token, the exit pill, buffers to free.
-    pub(crate) tx: Sender<Msg>,
-    /// Receiving end, shared by all workers.
-    pub(crate) rx: Receiver<Msg>,
+    /// Hand-off channel, where the free workers wait: the lead token, the
+    /// exit pill, buffers to free.
+    pub(crate) handoff: Mailbox<Msg>,
     /// How many free workers wait as deputies: with a deadline just past
     /// the earliest due time each saw pending (`worker::receive`). At most
     /// `worker::MAX_DEPUTIES` do, so a large pool does not pay a timed wait
@@ -145,7 +144,6 @@ impl<K: Key> Shared<K> {
         key_names: Option<fn(&K) -> String>,
         mut observe: Observe<K>,
     ) -> Self {
-        let (tx, rx) = unbounded();
         let faults = config.faults;
         Shared {
             state: Mutex::new(State {
@@ -160,8 +158,7 @@ impl<K: Key> Shared<K> {
             }),
             leader_cv: Condvar::new(),
             time: Timeline::new(config.clock.clone()),
-            tx,
-            rx,
+            handoff: Mailbox::new(),
             deputies: AtomicU64::new(0),
             counters: Counters::new(config.workers),
             live: Mutex::new(config.workers),

@@ -70,11 +70,10 @@ pub struct Stats {
     /// spurious wakeup). An idle pool does not wake; a pool with one far
     /// timer wakes about once, at its time.
     pub leader_wakeups: u64,
-    /// Tasks a deputy started because its deadline passed (200 µs after
-    /// the earliest due time it saw pending) before the leader had started
-    /// the work then due: the watched task if the leader's thread was held
-    /// up, and whatever else was due by then. 0 with `deputy(false)` or a
-    /// clock moved by hand.
+    /// Tasks a deputy started when its deadline passed (the earliest due
+    /// time it saw pending) before the leader or another worker had
+    /// started them: the watched task, and whatever else was due by then.
+    /// 0 with `deputy(false)` or a clock moved by hand.
     pub rescued: u64,
     /// Times a deputy's deadline passed, whether or not it found work
     /// due: the cost of the deputy in wake-ups. An idle pool's deputy does

@@ -35,8 +35,8 @@ use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
 use super::time::{Now, NEVER};
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
-use crate::sync::{Ordering, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use crate::sync::Ordering;
+use std::time::Instant;
 
 /// A started task, with what the worker needs to run it.
 pub(crate) struct Claimed<K> {
@@ -100,16 +100,16 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
             }
         };
         match msg {
-            Some(Msg::Free(buffers)) => drop(buffers),
-            Some(Msg::Lead(token)) => {
+            Msg::Free(buffers) => drop(buffers),
+            Msg::Lead(token) => {
                 watch = None;
                 if let Some(Led::Start(held)) = contain(shared, || leader::lead(shared, token)) {
                     watch = run_due(shared, index, held, false);
                 }
             }
-            Some(Msg::Exit) | None => {
+            Msg::Exit => {
                 // Every worker passes the pill on, so one Exit stops them all.
-                let _ = shared.tx.send(Msg::Exit);
+                shared.handoff.send(Msg::Exit);
                 let mut live = shared.live.lock();
                 *live -= 1;
                 shared.exited.notify_all();
@@ -121,8 +121,8 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
 
 /// What a free worker's wait brought.
 enum Received {
-    /// A message, or `None` once the channel is closed.
-    Msg(Option<Msg>),
+    /// A message.
+    Msg(Msg),
     /// The deputy's deadline passed: start what is due.
     Rescue,
 }
@@ -134,30 +134,22 @@ enum Received {
 /// three deputies 6), and each costs a wake-up per due time it watches.
 pub(crate) const MAX_DEPUTIES: usize = 3;
 
-/// How long after a pending task's due time the deputy starts it if no one
-/// has: longer than the leader's wake-up takes on a machine that runs it,
-/// so that the deputy only steps in when the leader's thread did not run.
-pub(crate) const RESCUE_GRACE: Duration = Duration::from_micros(200);
-
 /// Step 4a, a free worker's wait: for the next message; and, for a worker
-/// that becomes one of the deputies, only until `watch` (the earliest due
-/// time it saw pending) plus [`RESCUE_GRACE`]. If the leader's thread is
-/// held up past that (a busy or preempted CPU), the deputy starts the due
-/// work itself, so a task never depends on one thread being scheduled.
-/// Not a poll: the deadline lies after a due time it saw pending, and
-/// the deputy re-arms only from its next look at the heap. Untimed with a
-/// clock moved by hand (it has no real deadline) and under loom.
+/// that becomes one of the deputies, only until `watch`, the earliest due
+/// time it saw pending. The deputy wakes when the leader does; whichever
+/// thread runs first starts the due work, so a task never depends on one
+/// thread being scheduled (a busy or preempted CPU, a guest whose virtual
+/// CPU is not running), and the leader passing the lead on finds a thread
+/// already awake. Not a poll: the deadline is a due time it saw pending,
+/// and the deputy re-arms only from its next look at the heap. Untimed
+/// with a clock moved by hand (it has no real deadline) and under loom.
 fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
     let Some(deadline) = stand_deputy(shared, watch) else {
-        return Received::Msg(shared.rx.recv().ok());
+        return Received::Msg(shared.handoff.recv());
     };
-    let got = shared.rx.recv_deadline(deadline);
+    let got = shared.handoff.recv_deadline(deadline);
     shared.deputies.fetch_sub(1, Ordering::Release);
-    match got {
-        Ok(msg) => Received::Msg(Some(msg)),
-        Err(RecvTimeoutError::Timeout) => Received::Rescue,
-        Err(RecvTimeoutError::Disconnected) => Received::Msg(None),
-    }
+    got.map_or(Received::Rescue, Received::Msg)
 }
 
 /// The deputy's deadline, if this worker becomes a deputy: the pool has
@@ -167,8 +159,7 @@ fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
 fn stand_deputy<K>(shared: &Shared<K>, watch: Option<i64>) -> Option<Instant> {
     let deadline = watch
         .filter(|&due| due < NEVER && shared.config.deputy)
-        .and_then(|due| shared.time.sleep_deadline(due))
-        .and_then(|at| at.checked_add(RESCUE_GRACE))?;
+        .and_then(|due| shared.time.sleep_deadline(due))?;
     let limit = shared
         .config
         .workers
@@ -222,11 +213,11 @@ fn run_due<K: Key>(
         }
         contain(shared, || execute(shared, index, c));
         if let Some(token) = held.take() {
-            let _ = shared.tx.send(Msg::Lead(token));
+            shared.handoff.send(Msg::Lead(token));
         }
     };
     if let Some(token) = held {
-        let _ = shared.tx.send(Msg::Lead(token));
+        shared.handoff.send(Msg::Lead(token));
     }
     watch
 }
@@ -587,7 +578,7 @@ mod tests {
         assert!(stand_deputy(&shared, None).is_none(), "no watch");
         assert!(stand_deputy(&shared, Some(NEVER)).is_none(), "a stand-in's");
         let at = stand_deputy(&shared, Some(due)).expect("the first stands");
-        assert_eq!(at, shared.time.instant_of(due) + RESCUE_GRACE);
+        assert_eq!(at, shared.time.instant_of(due));
         assert!(
             stand_deputy(&shared, Some(due)).is_none(),
             "all but the leader"
@@ -610,18 +601,18 @@ mod tests {
     fn a_message_ends_the_deputys_wait_and_a_worker_past_the_limit_waits_untimed() {
         let shared = engine();
         let far = shared.time.now().ns + 3_600_000_000_000;
-        shared.tx.send(Msg::Exit).expect("the channel is open");
+        shared.handoff.send(Msg::Exit);
         assert!(matches!(
             receive(&shared, Some(far)),
-            Received::Msg(Some(Msg::Exit))
+            Received::Msg(Msg::Exit)
         ));
         // Another worker is deputy (the limit, for one worker): this one
         // waits untimed, neither counting itself in nor out.
         shared.deputies.store(1, Ordering::Relaxed);
-        shared.tx.send(Msg::Exit).expect("the channel is open");
+        shared.handoff.send(Msg::Exit);
         assert!(matches!(
             receive(&shared, Some(0)),
-            Received::Msg(Some(Msg::Exit))
+            Received::Msg(Msg::Exit)
         ));
         assert_eq!(shared.deputies.load(Ordering::Relaxed), 1, "the other's");
     }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::pools::{Naive, Pool, Stp, Timerpool, Tokio, WORKERS};
+use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolDetached, Tokio, WORKERS};
 use common::workloads::{burst, burst_batch, burst_batch_detached};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
@@ -37,6 +37,7 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5))
         .throughput(Throughput::Elements(N as u64));
     run::<Timerpool>(&mut g, "timerpool");
+    run::<TimerpoolDetached>(&mut g, "timerpool-detached");
     {
         let pool = Timerpool::start();
         g.bench_function(BenchmarkId::new("timerpool-batch", WORKERS), |b| {

@@ -66,6 +66,23 @@ timerpool_with!(
     |b| b.deputy(false)
 );
 
+/// `timerpool` with default settings, each task scheduled without a handle
+/// (`schedule_detached`): the handle-less call, one task per call; outcomes
+/// only counted in `stats()`.
+pub struct TimerpoolDetached(pub TimerPool<u64>);
+
+impl Pool for TimerpoolDetached {
+    fn start_with(workers: usize) -> Self {
+        TimerpoolDetached(TimerPool::builder().workers(workers).build().unwrap())
+    }
+    fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
+        self.0.schedule_detached(key, due, f).unwrap();
+    }
+    fn finish(self) {
+        self.0.shutdown_now();
+    }
+}
+
 /// The spin window of the precision-mode pool.
 pub const SPIN: Duration = Duration::from_micros(250);
 

@@ -42,16 +42,13 @@ def main(path):
     s = sections(open(path).read())
     b = s["burst"]
     print("### Burst (M tasks/s, 1,000,000 tasks, 2 workers)\n")
-    print("| implementation | M tasks/s | spread | timerpool ratio | timerpool-batch ratio | timerpool-batch-detached ratio |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    tp, tb = b["timerpool"][0][0], b["timerpool-batch"][0][0]
-    td = b["timerpool-batch-detached"][0][0]
+    ours = [n for n in b if n.startswith("timerpool")]
+    print("| implementation | M tasks/s | spread | " + " | ".join(f"{n} ratio" for n in ours) + " |")
+    print("| --- | --- | --- | " + " | ".join("---" for _ in ours) + " |")
     for name, [(v, sp)] in b.items():
         peer = not name.startswith("timerpool")
-        r1 = f"{tp / v:.2f}x" if peer else ""
-        r2 = f"{tb / v:.2f}x" if peer else ""
-        r3 = f"{td / v:.2f}x" if peer else ""
-        print(f"| {name} | {v:.2f} | {sp}% | {r1} | {r2} | {r3} |")
+        ratios = [f"{b[n][0][0] / v:.2f}x" if peer else "" for n in ours]
+        print(f"| {name} | {v:.2f} | {sp}% | " + " | ".join(ratios) + " |")
     c = s["churn"]
     print("\n### Churn at 1,000,000 pending (ns per op; heap bytes per pending entry)\n")
     print("| implementation | insert | reschedule | cancel | B/entry | B/entry after reschedule | B/entry after cancel-all |")

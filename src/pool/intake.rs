@@ -18,6 +18,12 @@ use crate::heap::Inserted;
 use crate::sync::MutexGuard;
 use crate::Error;
 
+/// How far past the latest clock reading taken under the lock a new task
+/// may be due and still join the ready lane without a reading of its own:
+/// while workers start tasks, that reading is microseconds old, and a task
+/// due "now" by the caller's clock is due by then.
+const LANE_AHEAD: i64 = 1_000_000;
+
 /// One task a scheduling call hands the pool.
 pub(crate) struct Arrival<K> {
     /// Its key (keyless tasks get a fresh number before they arrive).
@@ -177,13 +183,19 @@ impl<K: Key> Shared<K> {
 
     /// A reading of the clock against which a task due at `due` may be due
     /// on arrival (and join the ready lane, `pending.rs`): the latest one
-    /// seen under the lock if the task is due by it, a fresh one (taken
-    /// once per call, in `read`) if it is due within [`NEAR`] of it, and
-    /// otherwise none (`i64::MIN`: the task goes into the heap). Any of
-    /// them is a real reading, so a task the lane takes is due.
+    /// seen under the lock if the task is due by it; the task's own due
+    /// time if that lies within [`LANE_AHEAD`] of it, so that a burst of
+    /// tasks due now joins the lane without a clock read per task; a fresh
+    /// one (taken once per call, in `read`) if it is due within [`NEAR`];
+    /// and otherwise none (`i64::MIN`: the task goes into the heap). The
+    /// lane may so hold a task due a moment from now; a start still takes
+    /// only what its own reading finds due (`Pending::pop_due`).
     fn now_for(&self, st: &mut State<K>, due: i64, read: &mut Option<i64>) -> i64 {
         if due <= st.seen_now {
             return st.seen_now;
+        }
+        if due <= st.seen_now.saturating_add(LANE_AHEAD) {
+            return due;
         }
         if due > st.seen_now.saturating_add(NEAR) && read.is_none() {
             return i64::MIN;

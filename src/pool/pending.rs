@@ -1,5 +1,6 @@
 //! Pending tasks: the heap, ordered by due time and stamp, and beside it the
-//! *ready lane*, a queue of tasks that were already due when they arrived.
+//! *ready lane*, a queue of tasks that were due, or all but due (within a
+//! millisecond of the latest clock reading), when they arrived.
 //!
 //! A burst of tasks due on arrival (a backlog the workers have not caught up
 //! with) would otherwise sit in the heap, and every start would pay a full
@@ -12,10 +13,13 @@
 //!
 //! - A key is pending in the heap or in the lane, never both (and, with
 //!   exclusive keys, in neither while held).
-//! - The lane takes an arrival only if it is new (pending nowhere), due by a
-//!   reading of the pool's clock taken before the lock, and due no earlier
-//!   than the lane's last entry: so the lane is sorted by (due, stamp), and
-//!   its stamps come from the heap's counter, so one order covers both.
+//! - The lane takes an arrival only if it is new (pending nowhere), due by
+//!   the reading intake passes (`intake::now_for`: a real reading, or the
+//!   task's own due time when that lies within a millisecond of the latest
+//!   one), and due no earlier than the lane's last entry: so the lane is
+//!   sorted by (due, stamp), and its stamps come from the heap's counter,
+//!   so one order covers both. Its front may be not yet due: a start takes
+//!   it only if due by the start's own reading, as for the heap.
 //! - User code (a key's `Hash` and `Eq`) runs only while looking a key up,
 //!   before anything changes: the lane files keys under the hash the heap
 //!   computed, and a start or removal by position runs none.

@@ -14,7 +14,8 @@
 mod common;
 
 use common::pools::{
-    Naive, Pool, Stp, Timerpool, TimerpoolNoDeputy, TimerpoolPlain, TimerpoolSpin, Tokio,
+    Naive, Pool, Stp, Timerpool, TimerpoolDetached, TimerpoolNoDeputy, TimerpoolPlain,
+    TimerpoolSpin, Tokio,
 };
 use common::workloads::{
     burst, burst_batch, burst_batch_detached, churn, idle, lateness, mixed, preemption,
@@ -120,7 +121,7 @@ fn main() {
 
     if want("burst") {
         // Interleave the implementations run by run so drift hits all alike.
-        let mut res: Vec<Vec<f64>> = vec![Vec::new(); 6];
+        let mut res: Vec<Vec<f64>> = vec![Vec::new(); 7];
         for _ in 0..runs {
             let mops = |d: Duration| BURST as f64 / d.as_secs_f64() / 1e6;
             res[0].push(mops(with::<Timerpool, _>(|p| burst(p, BURST))));
@@ -133,6 +134,7 @@ fn main() {
             res[3].push(mops(with::<Stp, _>(|p| burst(p, BURST))));
             res[4].push(mops(with::<Tokio, _>(|p| burst(p, BURST))));
             res[5].push(mops(with::<Naive, _>(|p| burst(p, BURST))));
+            res[6].push(mops(with::<TimerpoolDetached, _>(|p| burst(p, BURST))));
         }
         let names = [
             "timerpool",
@@ -141,6 +143,7 @@ fn main() {
             "scheduled-thread-pool",
             "tokio",
             "naive",
+            "timerpool-detached",
         ];
         let rows: Vec<Row> = names
             .iter()
@@ -156,7 +159,7 @@ fn main() {
             &rows,
             &[true],
         );
-        for batch in &rows[1..3] {
+        for batch in rows[1..3].iter().chain(&rows[6..]) {
             println!(
                 "{:<24} {:>17.2}x",
                 format!("{} vs scheduled-thread-pool", batch.name),

@@ -141,3 +141,27 @@ fn settle_timing_out_on_a_blocked_task_names_its_key() {
     assert!(pool.running_keys().is_empty() && !pool.is_running(&7));
     assert_eq!(done(blocker), timerpool::Outcome::Completed(()));
 }
+
+#[test]
+fn a_task_due_a_moment_ahead_waits_for_the_clock_to_reach_it() {
+    // Due within the millisecond in which a task may join the ready lane
+    // without a clock read of its own: it still starts only at its time.
+    let (clock, pool) = manual_pool::<u64>(2);
+    let ran = Arc::new(AtomicU32::new(0));
+    for k in 0..3 {
+        let r = ran.clone();
+        let due = clock.now() + Duration::from_micros(200 * (k + 1));
+        pool.schedule(k, due, move || {
+            r.fetch_add(1, SeqCst);
+        })
+        .unwrap();
+    }
+    pool.settle(BOUND).unwrap();
+    assert_eq!(ran.load(SeqCst), 0, "nothing due yet");
+    clock.advance(Duration::from_micros(399));
+    pool.settle(BOUND).unwrap();
+    assert_eq!(ran.load(SeqCst), 1, "only the one due at 200 µs");
+    clock.advance(Duration::from_micros(201));
+    pool.settle(BOUND).unwrap();
+    assert_eq!(ran.load(SeqCst), 3);
+}

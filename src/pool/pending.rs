@@ -477,7 +477,11 @@ mod tests {
                 *now += rng.gen_range(0..3);
                 let limit = 48;
                 let was = model.contains_key(&k);
-                match p.try_insert(key, due, task(), limit, *now) {
+                // Intake may pass a reading ahead of the clock starts use
+                // (a task due within `LANE_AHEAD` of the latest reading),
+                // so the lane can hold a task not yet due.
+                let intake_now = *now + rng.gen_range(0..6);
+                match p.try_insert(key, due, task(), limit, intake_now) {
                     Ok(r) => {
                         assert_eq!(matches!(r, Inserted::Replaced { .. }), was);
                         model.insert(k, (due, stamp_of(&r)));
@@ -520,6 +524,22 @@ mod tests {
         let head = model.values().min().map(|s| s.0);
         assert_eq!(p.peek_due(), head);
         p.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_lane_front_not_yet_due_waits_for_a_reading_that_finds_it_due() {
+        let mut p = Pending::new();
+        // Intake passed a reading at the task's own due time (10) while
+        // the clock starts read is at 5: the lane takes it.
+        let put = p.try_insert(TaskKey::Keyed(1), 10, task(), 8, 10);
+        assert!(matches!(put, Ok(Inserted::New { .. })));
+        assert_eq!(p.lane.live, 1, "in the lane");
+        assert_eq!(p.peek_due(), Some(10));
+        assert!(p.pop_due(5).is_none(), "not due at 5");
+        assert!(p.pop_due(9).is_none(), "not due at 9");
+        let got = p.pop_due(10).map(|e| (e.key, e.due));
+        assert_eq!(got, Some((TaskKey::Keyed(1), 10)));
+        assert!(p.is_empty());
     }
 
     #[test]

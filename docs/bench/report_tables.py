@@ -17,6 +17,9 @@ def sections(text):
     for line in text.splitlines():
         if line.startswith("## "):
             cur = line[3:].split(":")[0]
+            workers = re.search(r"(\d+) workers", line)
+            if cur == "mixed lengths" and workers:
+                cur = f"mixed lengths, {workers.group(1)} workers"
             out[cur] = {}
             continue
         if cur is None or " vs " in line or line.startswith(("csv", "implementation", "#", "total")):
@@ -82,6 +85,19 @@ def main(path):
         for name in ("timerpool", "timerpool-spin250us"):
             v = [x[0] for x in w[name]]
             print(f"`{name}` against scheduled-thread-pool: p50 {stp[0]/v[0]:.2f}x, p99 {stp[1]/v[1]:.2f}x.")
+    mixed = [k for k in s if k.startswith("mixed lengths, ")]
+    if mixed:
+        print("\n### Mixed task lengths (short tasks' lateness, µs; stalls > 1 ms with a worker free)\n")
+        print("| workers | implementation | p50 | p99 | p99.9 | max | stalls | CPU % |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        spreads = []
+        for key in mixed:
+            workers = key.split(", ")[1].split()[0]
+            for name, cells in s[key].items():
+                v = [x[0] for x in cells]
+                spreads += [x[1] for x in cells[2:5]]
+                print(f"| {workers} | {name} | {fmt(v[0])} | {fmt(v[1])} | {fmt(v[2])} | {fmt(v[3])} | {v[4]:.0f} | {v[6]:.1f} |")
+        print(f"\nSpreads of p99.9, max and stalls: {min(spreads)}–{max(spreads)}%.")
     i = s["idle"]
     print("\n### Idle (10,000 timers due in an hour, 3 s)\n")
     print("| implementation | CPU | context switches of the pool's threads |")

@@ -11,8 +11,9 @@
 //! - `task.rs` (the task record: what a heap entry can be);
 //! - `pending.rs` (the pending tasks: the heap, and the ready lane of tasks
 //!   due on arrival beside it);
-//! - `handoff.rs` (what travels through the channel; the lead token),
-//!   `exclusive.rs` (busy and held keys), `builder.rs` (configuration);
+//! - `handoff.rs` (the mailbox the free workers wait on, what travels
+//!   through it; the lead token), `exclusive.rs` (busy and held keys),
+//!   `builder.rs` (configuration);
 //! - `shared.rs` (the engine's state and lock), with `completions.rs`
 //!   (sending the stream's records) and `trace.rs` (the `tracing` feature);
 //! - the protocol's steps: `intake.rs` (6), `cancel.rs` (7, 8),

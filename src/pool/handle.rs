@@ -2,7 +2,7 @@
 //! (blocking, with a timeout, or as a future) or cancel it.
 
 use super::intake::Stamp;
-use super::outcome::{Outcome, Timing};
+use super::outcome::{Outcome, ReadSlot, Timing};
 use super::periodic::PeriodicCtl;
 use super::shared::Shared;
 use super::task::{SlotOf, TaskKey};

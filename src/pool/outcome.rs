@@ -171,14 +171,14 @@ impl Timing {
     }
 }
 
-/// The steps of [`Timing`] a task reached, without its due time.
+/// The steps of [`Timing`] a task reached, without its due time. A task
+/// is claimed and started at one reading of the clock, so a task that ran
+/// keeps that reading and when it finished; an expired one only the claim.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Stamps {
-    /// When claimed.
+    /// When claimed (and, if it ran, started).
     claimed: Option<Instant>,
-    /// When started.
-    started: Option<Instant>,
-    /// When finished.
+    /// When finished, for a task that ran.
     finished: Option<Instant>,
 }
 
@@ -186,18 +186,17 @@ impl From<&Timing> for Stamps {
     fn from(t: &Timing) -> Self {
         Stamps {
             claimed: t.claimed,
-            started: t.started,
-            finished: t.finished,
+            finished: t.started.and(t.finished),
         }
     }
 }
 
 impl Stamps {
-    /// Stamps of a task that ran.
-    pub(crate) fn ran(claimed: Instant, started: Instant, finished: Instant) -> Stamps {
+    /// Stamps of a task claimed and started at `started` that finished at
+    /// `finished`.
+    pub(crate) fn ran(started: Instant, finished: Instant) -> Stamps {
         Stamps {
-            claimed: Some(claimed),
-            started: Some(started),
+            claimed: Some(started),
             finished: Some(finished),
         }
     }
@@ -206,13 +205,23 @@ impl Stamps {
     pub(crate) fn claimed(claimed: Instant) -> Stamps {
         Stamps {
             claimed: Some(claimed),
-            ..Stamps::default()
+            finished: None,
         }
     }
 
     /// Stamps of a task removed while pending.
     pub(crate) fn unclaimed() -> Stamps {
         Stamps::default()
+    }
+
+    /// The task's [`Timing`], given its due time.
+    fn timing(self, due: Instant) -> Timing {
+        Timing {
+            due,
+            claimed: self.claimed,
+            started: self.finished.and(self.claimed),
+            finished: self.finished,
+        }
     }
 }
 
@@ -227,12 +236,12 @@ pub(crate) enum Ran {
     Expired,
 }
 
-/// [`Stamps`] as an outcome slot keeps them: each step as signed
-/// nanoseconds from the task's due time, 24 bytes instead of 48, with
-/// sentinels for a step not reached and for nothing delivered yet. Every
-/// task with a handle keeps one of these while it is pending.
+/// [`Stamps`] as an outcome slot keeps them: the claim and the finish as
+/// signed nanoseconds from the task's due time, 16 bytes instead of 32,
+/// with sentinels for a step not reached and for nothing delivered yet.
+/// Every task with a handle keeps one of these while it is pending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Packed([i64; 3]);
+struct Packed([i64; 2]);
 
 /// A step the task never reached.
 const UNREACHED: i64 = i64::MIN;
@@ -243,7 +252,7 @@ const EARLIEST: i64 = i64::MIN + 2;
 
 impl Packed {
     /// Nothing delivered yet.
-    const PENDING: Packed = Packed([UNDELIVERED, UNREACHED, UNREACHED]);
+    const PENDING: Packed = Packed([UNDELIVERED, UNREACHED]);
 
     /// True once an outcome was delivered.
     fn delivered(&self) -> bool {
@@ -257,11 +266,7 @@ impl Packed {
             Some(t) if t >= due => i64::try_from((t - due).as_nanos()).unwrap_or(i64::MAX),
             Some(t) => i64::try_from((due - t).as_nanos()).map_or(EARLIEST, |n| (-n).max(EARLIEST)),
         };
-        Packed([
-            off(stamps.claimed),
-            off(stamps.started),
-            off(stamps.finished),
-        ])
+        Packed([off(stamps.claimed), off(stamps.finished)])
     }
 
     /// The stamps back, given the same `due`.
@@ -274,27 +279,53 @@ impl Packed {
         };
         Stamps {
             claimed: at(self.0[0]),
-            started: at(self.0[1]),
-            finished: at(self.0[2]),
+            finished: at(self.0[1]),
         }
     }
 }
 
-/// The outcome and stamps, once there are some.
-struct Delivered<T> {
-    /// Taken by the handle.
-    outcome: Option<Outcome<T>>,
+/// What a slot holds in turn: the task's closure while it is pending (for
+/// a one-shot task with a handle, whose closure shares the slot's
+/// allocation), then nothing while it runs, then the outcome until the
+/// handle takes it. One space serves all three.
+enum Phase<T, F> {
+    /// The closure, until it is run or dropped.
+    Job(F),
+    /// The outcome, delivered and not yet taken.
+    Out(Outcome<T>),
+    /// Neither.
+    Empty,
+}
+
+/// What a slot's lock guards.
+struct Delivered<T, F> {
+    /// The closure or the outcome.
+    phase: Phase<T, F>,
     /// Set with the outcome; [`Packed::PENDING`] until then.
     stamps: Packed,
     /// The waker of a handle being awaited, woken with the outcome.
     waker: Option<Waker>,
 }
 
-/// Where a task's outcome is delivered, shared by the task and its handle.
-pub(crate) struct OutcomeSlot<T> {
-    /// The outcome, once there is one.
-    value: Mutex<Delivered<T>>,
-    /// Notified when `value` is set.
+impl<T, F> Delivered<T, F> {
+    /// The outcome, if delivered and not yet taken.
+    fn take_outcome(&mut self) -> Option<Outcome<T>> {
+        match std::mem::replace(&mut self.phase, Phase::Empty) {
+            Phase::Out(o) => Some(o),
+            other => {
+                self.phase = other;
+                None
+            }
+        }
+    }
+}
+
+/// Where a task's outcome is delivered, shared by the task and its handle;
+/// for a one-shot task with a handle, also where its closure waits (`F`).
+pub(crate) struct OutcomeSlot<T, F = ()> {
+    /// The closure or the outcome.
+    value: Mutex<Delivered<T, F>>,
+    /// Notified when the outcome is set.
     ready: Condvar,
     /// The task's due time (of its first run, for periodic tasks).
     due: Instant,
@@ -303,11 +334,24 @@ pub(crate) struct OutcomeSlot<T> {
 }
 
 impl<T> OutcomeSlot<T> {
-    /// The slot of a task due at `due`.
+    /// The slot of a task due at `due` whose closure lives elsewhere.
     pub(crate) fn new(due: Instant, faults: Faults) -> Self {
+        Self::holding(Phase::Empty, due, faults)
+    }
+}
+
+impl<T, F> OutcomeSlot<T, F> {
+    /// The slot of a task due at `due` that holds its closure `f` until
+    /// [`take_job`](Self::take_job).
+    pub(crate) fn with_job(f: F, due: Instant, faults: Faults) -> Self {
+        Self::holding(Phase::Job(f), due, faults)
+    }
+
+    /// A slot starting in `phase`.
+    fn holding(phase: Phase<T, F>, due: Instant, faults: Faults) -> Self {
         OutcomeSlot {
             value: Mutex::new(Delivered {
-                outcome: None,
+                phase,
                 stamps: Packed::PENDING,
                 waker: None,
             }),
@@ -317,13 +361,27 @@ impl<T> OutcomeSlot<T> {
         }
     }
 
-    /// Deliver the outcome; called exactly once per task. Wakes blocking
-    /// waiters and, once the lock is released, an awaiting handle's waker.
+    /// The closure, the first time (to run or drop it outside the lock).
+    pub(crate) fn take_job(&self) -> Option<F> {
+        let mut v = self.value.lock();
+        match std::mem::replace(&mut v.phase, Phase::Empty) {
+            Phase::Job(f) => Some(f),
+            other => {
+                v.phase = other;
+                None
+            }
+        }
+    }
+
+    /// Deliver the outcome; called exactly once per task, after its closure
+    /// was taken. Wakes blocking waiters and, once the lock is released, an
+    /// awaiting handle's waker.
     pub(crate) fn set(&self, outcome: Outcome<T>, stamps: Stamps) {
         let waker = {
             let mut v = self.value.lock();
             debug_assert!(!v.stamps.delivered(), "a task got two outcomes");
-            v.outcome = Some(outcome);
+            debug_assert!(matches!(v.phase, Phase::Empty), "a closure left behind");
+            v.phase = Phase::Out(outcome);
             v.stamps = Packed::pack(stamps, self.due);
             debug_assert!(v.stamps.delivered());
             self.ready.notify_all();
@@ -333,7 +391,11 @@ impl<T> OutcomeSlot<T> {
             waker.wake();
         }
     }
+}
 
+/// A handle's side of a slot, whatever closure type shares it: read and
+/// take the outcome.
+pub(crate) trait ReadSlot<T>: Send + Sync {
     /// Take the outcome if delivered, or register `cx`'s waker to be woken
     /// when it is.
     ///
@@ -341,9 +403,23 @@ impl<T> OutcomeSlot<T> {
     ///
     /// If the outcome was already taken (a handle polled after it
     /// completed).
-    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Outcome<T>> {
+    fn poll(&self, cx: &mut Context<'_>) -> Poll<Outcome<T>>;
+    /// True once an outcome was delivered.
+    fn is_set(&self) -> bool;
+    /// The timing, once an outcome was delivered.
+    fn timing(&self) -> Option<Timing>;
+    /// Block until delivered; take the outcome.
+    fn wait(&self) -> Outcome<T>;
+    /// Wait until `deadline` at most; take the outcome if delivered.
+    fn wait_until(&self, deadline: Option<Instant>) -> Option<Outcome<T>>;
+    /// Take the outcome if delivered.
+    fn try_take(&self) -> Option<Outcome<T>>;
+}
+
+impl<T: Send, F: Send> ReadSlot<T> for OutcomeSlot<T, F> {
+    fn poll(&self, cx: &mut Context<'_>) -> Poll<Outcome<T>> {
         let mut v = self.value.lock();
-        if let Some(o) = v.outcome.take() {
+        if let Some(o) = v.take_outcome() {
             return Poll::Ready(o);
         }
         assert!(
@@ -360,39 +436,31 @@ impl<T> OutcomeSlot<T> {
         Poll::Pending
     }
 
-    /// True once an outcome was delivered.
-    pub(crate) fn is_set(&self) -> bool {
+    fn is_set(&self) -> bool {
         self.value.lock().stamps.delivered()
     }
 
-    /// The timing, once an outcome was delivered.
-    pub(crate) fn timing(&self) -> Option<Timing> {
+    fn timing(&self) -> Option<Timing> {
         let packed = self.value.lock().stamps;
-        let s = packed.delivered().then(|| packed.unpack(self.due))?;
-        Some(Timing {
-            due: self.due,
-            claimed: s.claimed,
-            started: s.started,
-            finished: s.finished,
-        })
+        packed
+            .delivered()
+            .then(|| packed.unpack(self.due).timing(self.due))
     }
 
-    /// Block until delivered; take the outcome.
-    pub(crate) fn wait(&self) -> Outcome<T> {
+    fn wait(&self) -> Outcome<T> {
         let mut v = self.value.lock();
         loop {
-            if let Some(o) = v.outcome.take() {
+            if let Some(o) = v.take_outcome() {
                 return o;
             }
             self.ready.wait(&mut v);
         }
     }
 
-    /// Wait until `deadline` at most; take the outcome if delivered.
-    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Option<Outcome<T>> {
+    fn wait_until(&self, deadline: Option<Instant>) -> Option<Outcome<T>> {
         let mut v = self.value.lock();
         loop {
-            if let Some(o) = v.outcome.take() {
+            if let Some(o) = v.take_outcome() {
                 return Some(o);
             }
             match deadline {
@@ -405,9 +473,8 @@ impl<T> OutcomeSlot<T> {
         }
     }
 
-    /// Take the outcome if delivered.
-    pub(crate) fn try_take(&self) -> Option<Outcome<T>> {
-        self.value.lock().outcome.take()
+    fn try_take(&self) -> Option<Outcome<T>> {
+        self.value.lock().take_outcome()
     }
 }
 
@@ -418,9 +485,7 @@ pub(crate) struct RunCtx {
     pub(crate) due: i64,
     /// The instant of `due`.
     pub(crate) due_at: Instant,
-    /// When the task was claimed.
-    pub(crate) claimed: Instant,
-    /// When its worker started it.
+    /// When its worker claimed and started it (one reading).
     pub(crate) started: Instant,
     /// `started` in nanoseconds since the pool's epoch.
     pub(crate) started_ns: i64,
@@ -441,7 +506,6 @@ mod tests {
             // A claim before the due time (an early wake) is kept as it was.
             Stamps::ran(
                 due - Duration::from_micros(250),
-                due,
                 due + Duration::from_secs(3600),
             ),
         ];
@@ -450,9 +514,12 @@ mod tests {
             assert!(packed.delivered());
             let back = packed.unpack(due);
             assert_eq!(
-                (back.claimed, back.started, back.finished),
-                (stamps.claimed, stamps.started, stamps.finished)
+                (back.claimed, back.finished),
+                (stamps.claimed, stamps.finished)
             );
+            // Started with the claim if it ran; not started otherwise.
+            let t = back.timing(due);
+            assert_eq!(t.started, stamps.finished.and(stamps.claimed));
         }
         assert!(!Packed::PENDING.delivered());
     }
@@ -463,10 +530,24 @@ mod tests {
         let slot = OutcomeSlot::<u8>::new(due, Faults::default());
         assert!(!slot.is_set() && slot.timing().is_none());
         let at = due + Duration::from_millis(2);
-        slot.set(Outcome::Completed(7), Stamps::ran(at, at, at));
+        slot.set(Outcome::Completed(7), Stamps::ran(at, at));
         let t = slot.timing().unwrap();
         assert_eq!((t.due, t.claimed, t.started), (due, Some(at), Some(at)));
         assert_eq!(slot.try_take(), Some(Outcome::Completed(7)));
         assert!(slot.is_set());
+    }
+
+    #[test]
+    fn a_slot_gives_its_closure_once_and_then_holds_the_outcome() {
+        let due = Instant::now();
+        let slot = OutcomeSlot::<u8, Box<u8>>::with_job(Box::new(3), due, Faults::default());
+        assert!(slot.try_take().is_none(), "a closure is no outcome");
+        assert_eq!(slot.take_job().as_deref(), Some(&3));
+        assert!(slot.take_job().is_none(), "taken once");
+        slot.set(Outcome::Expired, Stamps::claimed(due));
+        assert!(slot.take_job().is_none(), "an outcome is no closure");
+        let t = slot.timing().unwrap();
+        assert_eq!((t.claimed, t.started, t.finished), (Some(due), None, None));
+        assert_eq!(slot.wait(), Outcome::Expired);
     }
 }

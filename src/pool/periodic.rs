@@ -357,7 +357,7 @@ impl PeriodicJob {
         let end = finish();
         *self.ctl.last_run.lock() = Some(Timing {
             due: ctx.due_at,
-            claimed: Some(ctx.claimed),
+            claimed: Some(ctx.started),
             started: Some(ctx.started),
             finished: Some(end.at),
         });

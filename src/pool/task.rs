@@ -8,12 +8,12 @@
 //! exactly one outcome.
 
 use super::fault::Faults;
-use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, LOST};
+use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, ReadSlot, RunCtx, Stamps, LOST};
 use super::periodic::{PeriodicCtl, PeriodicJob};
 use super::time::Now;
 use crate::contain::{catch, drop_quietly, forget_payload, panic_message};
 use crate::heap::Entry;
-use crate::sync::{Arc, Mutex};
+use crate::sync::Arc;
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -248,35 +248,33 @@ pub(crate) enum Abandoned {
 /// the task.
 pub(crate) trait SlotOf<T>: Send + Sync {
     /// The slot.
-    fn slot(&self) -> &OutcomeSlot<T>;
+    fn slot(&self) -> &dyn ReadSlot<T>;
 }
 
-/// The one allocation of a task made with a handle: its outcome slot and
-/// its closure, taken out once to run or drop it.
+/// The one allocation of a task made with a handle: its outcome slot,
+/// which holds the closure until it is taken out to run or drop it, and
+/// then the outcome, in the same space under the same lock.
 pub(crate) struct Joint<F, T> {
-    /// Where the outcome goes.
-    slot: OutcomeSlot<T>,
-    /// The closure until it is run or dropped.
-    f: Mutex<Option<F>>,
+    /// The closure, then the outcome.
+    slot: OutcomeSlot<T, F>,
 }
 
 impl<F, T> Joint<F, T> {
     /// A task running `f`, due at `due`.
     pub(crate) fn new(f: F, due: Instant, faults: Faults) -> Self {
         Joint {
-            slot: OutcomeSlot::new(due, faults),
-            f: Mutex::new(Some(f)),
+            slot: OutcomeSlot::with_job(f, due, faults),
         }
     }
 
     /// The closure, the first time.
     fn take(&self) -> Option<F> {
-        self.f.lock().take()
+        self.slot.take_job()
     }
 }
 
 impl<F: Send, T: Send> SlotOf<T> for Joint<F, T> {
-    fn slot(&self) -> &OutcomeSlot<T> {
+    fn slot(&self) -> &dyn ReadSlot<T> {
         &self.slot
     }
 }
@@ -322,7 +320,7 @@ where
                 (Ran::Panicked, Outcome::Panicked(msg))
             }
         };
-        let stamps = Stamps::ran(ctx.claimed, ctx.started, finish().at);
+        let stamps = Stamps::ran(ctx.started, finish().at);
         self.slot.set(outcome, stamps);
         ran
     }

@@ -351,7 +351,6 @@ fn run_claimed<K: Key>(
     let ctx = RunCtx {
         due,
         due_at: shared.time.instant_of(due),
-        claimed: started.at,
         started: started.at,
         started_ns: started.ns,
         keep_panic: reports || cfg!(feature = "tracing"),
@@ -398,12 +397,12 @@ fn run_task(
 ) -> (Ran, Finished) {
     match task {
         Runnable::Once(job) if stale => {
-            job.expire(ctx.claimed);
+            job.expire(ctx.started);
             (Ran::Expired, Finished::Done)
         }
         Runnable::Once(job) => (job.run(ctx, finish, panic), Finished::Done),
         Runnable::Watched(job) if stale => {
-            job.expire(ctx.claimed);
+            job.expire(ctx.started);
             (Ran::Expired, Finished::Done)
         }
         Runnable::Watched(job) => (job.run(ctx, finish, panic), Finished::Done),

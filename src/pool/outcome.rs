@@ -6,8 +6,11 @@
 //! - An [`OutcomeSlot`] is set exactly once, by whoever holds the task when
 //!   it ends (a worker after the run, or the remover of a pending task);
 //!   ownership of the task makes a second delivery impossible.
-//! - The slot's own lock guards only the delivered value and the waker of a
-//!   handle being awaited; no pool lock is held while delivering.
+//! - The slot's own lock guards only what the task and its handle share:
+//!   before the outcome, the closure of a task with a handle (taken out to
+//!   run or drop it outside the lock) and the waker of a handle being
+//!   awaited; after it, the outcome and its stamps. No pool lock is held
+//!   while delivering.
 //! - An awaiting handle registers its waker and checks for the outcome in
 //!   one critical section, and the delivery stores the outcome and takes the
 //!   waker in another under the same lock, so the wake cannot be lost; the
@@ -236,29 +239,18 @@ pub(crate) enum Ran {
     Expired,
 }
 
-/// [`Stamps`] as an outcome slot keeps them: the claim and the finish as
-/// signed nanoseconds from the task's due time, 16 bytes instead of 32,
-/// with sentinels for a step not reached and for nothing delivered yet.
-/// Every task with a handle keeps one of these while it is pending.
+/// [`Stamps`] as an outcome slot keeps them once delivered: the claim and
+/// the finish as signed nanoseconds from the task's due time, 16 bytes
+/// instead of 32, with a sentinel for a step not reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Packed([i64; 2]);
 
 /// A step the task never reached.
 const UNREACHED: i64 = i64::MIN;
-/// In the first step: no outcome delivered yet.
-const UNDELIVERED: i64 = i64::MIN + 1;
-/// The earliest offset a step can take (beyond the sentinels).
-const EARLIEST: i64 = i64::MIN + 2;
+/// The earliest offset a step can take (beyond the sentinel).
+const EARLIEST: i64 = i64::MIN + 1;
 
 impl Packed {
-    /// Nothing delivered yet.
-    const PENDING: Packed = Packed([UNDELIVERED, UNREACHED]);
-
-    /// True once an outcome was delivered.
-    fn delivered(&self) -> bool {
-        self.0[0] != UNDELIVERED
-    }
-
     /// `stamps` relative to `due`; offsets beyond ±292 years saturate.
     fn pack(stamps: Stamps, due: Instant) -> Packed {
         let off = |t: Option<Instant>| match t {
@@ -271,7 +263,6 @@ impl Packed {
 
     /// The stamps back, given the same `due`.
     fn unpack(&self, due: Instant) -> Stamps {
-        debug_assert!(self.delivered(), "no stamps before the outcome");
         let at = |off: i64| match off {
             UNREACHED => None,
             off if off >= 0 => due.checked_add(Duration::from_nanos(off as u64)),
@@ -284,38 +275,42 @@ impl Packed {
     }
 }
 
-/// What a slot holds in turn: the task's closure while it is pending (for
-/// a one-shot task with a handle, whose closure shares the slot's
-/// allocation), then nothing while it runs, then the outcome until the
-/// handle takes it. One space serves all three.
+/// What a slot's lock guards, in turn: before the outcome, the task's
+/// closure (for a one-shot task with a handle, whose closure shares the
+/// slot's allocation) and the waker of a handle being awaited; after it,
+/// the outcome until the handle takes it and the stamps. No phase needs the
+/// other's fields, so they share one space.
 enum Phase<T, F> {
-    /// The closure, until it is run or dropped.
-    Job(F),
-    /// The outcome, delivered and not yet taken.
-    Out(Outcome<T>),
-    /// Neither.
-    Empty,
+    /// Pending or running.
+    Before {
+        /// The closure, until it is taken out to run or drop it.
+        job: Option<F>,
+        /// The waker of a handle being awaited, woken with the outcome.
+        waker: Option<Waker>,
+    },
+    /// Delivered.
+    After {
+        /// The outcome, until the handle takes it.
+        outcome: Option<Outcome<T>>,
+        /// When the task was claimed and finished.
+        stamps: Packed,
+    },
 }
 
-/// What a slot's lock guards.
-struct Delivered<T, F> {
-    /// The closure or the outcome.
-    phase: Phase<T, F>,
-    /// Set with the outcome; [`Packed::PENDING`] until then.
-    stamps: Packed,
-    /// The waker of a handle being awaited, woken with the outcome.
-    waker: Option<Waker>,
-}
-
-impl<T, F> Delivered<T, F> {
+impl<T, F> Phase<T, F> {
     /// The outcome, if delivered and not yet taken.
     fn take_outcome(&mut self) -> Option<Outcome<T>> {
-        match std::mem::replace(&mut self.phase, Phase::Empty) {
-            Phase::Out(o) => Some(o),
-            other => {
-                self.phase = other;
-                None
-            }
+        match self {
+            Phase::After { outcome, .. } => outcome.take(),
+            Phase::Before { .. } => None,
+        }
+    }
+
+    /// The stamps, once delivered.
+    fn stamps(&self) -> Option<Packed> {
+        match self {
+            Phase::After { stamps, .. } => Some(*stamps),
+            Phase::Before { .. } => None,
         }
     }
 }
@@ -323,8 +318,8 @@ impl<T, F> Delivered<T, F> {
 /// Where a task's outcome is delivered, shared by the task and its handle;
 /// for a one-shot task with a handle, also where its closure waits (`F`).
 pub(crate) struct OutcomeSlot<T, F = ()> {
-    /// The closure or the outcome.
-    value: Mutex<Delivered<T, F>>,
+    /// The closure and waker, then the outcome and stamps.
+    value: Mutex<Phase<T, F>>,
     /// Notified when the outcome is set.
     ready: Condvar,
     /// The task's due time (of its first run, for periodic tasks).
@@ -336,7 +331,7 @@ pub(crate) struct OutcomeSlot<T, F = ()> {
 impl<T> OutcomeSlot<T> {
     /// The slot of a task due at `due` whose closure lives elsewhere.
     pub(crate) fn new(due: Instant, faults: Faults) -> Self {
-        Self::holding(Phase::Empty, due, faults)
+        Self::holding(None, due, faults)
     }
 }
 
@@ -344,17 +339,13 @@ impl<T, F> OutcomeSlot<T, F> {
     /// The slot of a task due at `due` that holds its closure `f` until
     /// [`take_job`](Self::take_job).
     pub(crate) fn with_job(f: F, due: Instant, faults: Faults) -> Self {
-        Self::holding(Phase::Job(f), due, faults)
+        Self::holding(Some(f), due, faults)
     }
 
-    /// A slot starting in `phase`.
-    fn holding(phase: Phase<T, F>, due: Instant, faults: Faults) -> Self {
+    /// A slot holding `job`, if any, until its outcome.
+    fn holding(job: Option<F>, due: Instant, faults: Faults) -> Self {
         OutcomeSlot {
-            value: Mutex::new(Delivered {
-                phase,
-                stamps: Packed::PENDING,
-                waker: None,
-            }),
+            value: Mutex::new(Phase::Before { job, waker: None }),
             ready: Condvar::new(),
             due,
             faults,
@@ -363,13 +354,9 @@ impl<T, F> OutcomeSlot<T, F> {
 
     /// The closure, the first time (to run or drop it outside the lock).
     pub(crate) fn take_job(&self) -> Option<F> {
-        let mut v = self.value.lock();
-        match std::mem::replace(&mut v.phase, Phase::Empty) {
-            Phase::Job(f) => Some(f),
-            other => {
-                v.phase = other;
-                None
-            }
+        match &mut *self.value.lock() {
+            Phase::Before { job, .. } => job.take(),
+            Phase::After { .. } => None,
         }
     }
 
@@ -377,15 +364,24 @@ impl<T, F> OutcomeSlot<T, F> {
     /// was taken. Wakes blocking waiters and, once the lock is released, an
     /// awaiting handle's waker.
     pub(crate) fn set(&self, outcome: Outcome<T>, stamps: Stamps) {
+        let after = Phase::After {
+            outcome: Some(outcome),
+            stamps: Packed::pack(stamps, self.due),
+        };
         let waker = {
             let mut v = self.value.lock();
-            debug_assert!(!v.stamps.delivered(), "a task got two outcomes");
-            debug_assert!(matches!(v.phase, Phase::Empty), "a closure left behind");
-            v.phase = Phase::Out(outcome);
-            v.stamps = Packed::pack(stamps, self.due);
-            debug_assert!(v.stamps.delivered());
+            let before = std::mem::replace(&mut *v, after);
             self.ready.notify_all();
-            v.waker.take()
+            match before {
+                Phase::Before { job, waker } => {
+                    debug_assert!(job.is_none(), "a closure left behind");
+                    waker
+                }
+                Phase::After { .. } => {
+                    debug_assert!(false, "a task got two outcomes");
+                    None
+                }
+            }
         };
         if let Some(waker) = waker {
             waker.wake();
@@ -423,28 +419,30 @@ impl<T: Send, F: Send> ReadSlot<T> for OutcomeSlot<T, F> {
             return Poll::Ready(o);
         }
         assert!(
-            !v.stamps.delivered(),
+            v.stamps().is_none(),
             "a task handle was polled after it completed"
         );
         if self.faults.has(Fault::WakerCheckThenRegister) {
             MutexGuard::unlocked(&mut v, || ());
         }
-        match &mut v.waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            slot => *slot = Some(cx.waker().clone()),
+        // Broken on purpose only: an outcome delivered while unlocked leaves
+        // no place for the waker, which is lost.
+        if let Phase::Before { waker, .. } = &mut *v {
+            match waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                slot => *slot = Some(cx.waker().clone()),
+            }
         }
         Poll::Pending
     }
 
     fn is_set(&self) -> bool {
-        self.value.lock().stamps.delivered()
+        self.value.lock().stamps().is_some()
     }
 
     fn timing(&self) -> Option<Timing> {
-        let packed = self.value.lock().stamps;
-        packed
-            .delivered()
-            .then(|| packed.unpack(self.due).timing(self.due))
+        let packed = self.value.lock().stamps()?;
+        Some(packed.unpack(self.due).timing(self.due))
     }
 
     fn wait(&self) -> Outcome<T> {
@@ -511,7 +509,6 @@ mod tests {
         ];
         for stamps in cases {
             let packed = Packed::pack(stamps, due);
-            assert!(packed.delivered());
             let back = packed.unpack(due);
             assert_eq!(
                 (back.claimed, back.finished),
@@ -521,7 +518,6 @@ mod tests {
             let t = back.timing(due);
             assert_eq!(t.started, stamps.finished.and(stamps.claimed));
         }
-        assert!(!Packed::PENDING.delivered());
     }
 
     #[test]

@@ -24,18 +24,34 @@ use std::time::{Duration, Instant};
 /// pool's free workers waiting here between every due time, those spins and
 /// yields were about a fifth of the pool's CPU in a dense stream, on a
 /// 2-vCPU guest (`docs/bench/lab-notes.md`).
+///
+/// The mailbox also knows the deadlines of the receivers in a timed wait
+/// (the deputies), so that a message can be [handed over](Self::hand_over)
+/// to one already waking without waking another thread.
 pub(crate) struct Mailbox<T> {
-    /// Messages not yet received, oldest first.
-    queue: Mutex<VecDeque<T>>,
-    /// Notified once per message sent.
+    /// Messages and timed receivers.
+    inbox: Mutex<Inbox<T>>,
+    /// Notified once per message sent (and not handed over).
     ready: Condvar,
+}
+
+/// What the mailbox's lock guards.
+struct Inbox<T> {
+    /// Messages not yet received, oldest first.
+    queue: VecDeque<T>,
+    /// The deadline of each receiver in [`Mailbox::recv_deadline`], entered
+    /// and left under the lock.
+    timed: Vec<Instant>,
 }
 
 impl<T> Mailbox<T> {
     /// An empty mailbox.
     pub(crate) fn new() -> Self {
         Mailbox {
-            queue: Mutex::new(VecDeque::new()),
+            inbox: Mutex::new(Inbox {
+                queue: VecDeque::new(),
+                timed: Vec::new(),
+            }),
             ready: Condvar::new(),
         }
     }
@@ -43,34 +59,62 @@ impl<T> Mailbox<T> {
     /// Queue `msg` and wake one waiting receiver, if any. Never blocks
     /// beyond the queue's short lock.
     pub(crate) fn send(&self, msg: T) {
-        let mut queue = self.queue.lock();
-        queue.push_back(msg);
+        let mut inbox = self.inbox.lock();
+        inbox.queue.push_back(msg);
         self.ready.notify_one();
+    }
+
+    /// Queue `msg` for a receiver whose deadline has passed, if one is
+    /// waiting, without waking anyone: its own timer is ending its wait (or
+    /// has), and every way out of [`recv_deadline`](Self::recv_deadline)
+    /// looks at the queue under this lock, so it takes the message (or
+    /// another receiver did). Otherwise as [`send`](Self::send). This saves
+    /// a cross-CPU wake-up at the one moment the deputies wake anyway:
+    /// passing the lead at a due time they watched.
+    pub(crate) fn hand_over(&self, msg: T) {
+        let mut inbox = self.inbox.lock();
+        self.hand_over_locked(&mut inbox, msg, Instant::now());
+    }
+
+    /// [`hand_over`](Self::hand_over) under the lock, at `now`; true if it
+    /// woke a receiver.
+    fn hand_over_locked(&self, inbox: &mut Inbox<T>, msg: T, now: Instant) -> bool {
+        inbox.queue.push_back(msg);
+        let waking = inbox.timed.iter().any(|&deadline| deadline <= now);
+        if !waking {
+            self.ready.notify_one();
+        }
+        !waking
     }
 
     /// The oldest message, waiting for one as long as it takes.
     pub(crate) fn recv(&self) -> T {
-        let mut queue = self.queue.lock();
+        let mut inbox = self.inbox.lock();
         loop {
-            if let Some(msg) = queue.pop_front() {
+            if let Some(msg) = inbox.queue.pop_front() {
                 return msg;
             }
-            self.ready.wait(&mut queue);
+            self.ready.wait(&mut inbox);
         }
     }
 
     /// The oldest message, or `None` once `deadline` has passed with none
     /// (never under loom, whose waits are untimed).
     pub(crate) fn recv_deadline(&self, deadline: Instant) -> Option<T> {
-        let mut queue = self.queue.lock();
-        loop {
-            if let Some(msg) = queue.pop_front() {
-                return Some(msg);
+        let mut inbox = self.inbox.lock();
+        inbox.timed.push(deadline);
+        let got = loop {
+            if let Some(msg) = inbox.queue.pop_front() {
+                break Some(msg);
             }
-            if self.ready.wait_until(&mut queue, deadline).timed_out() {
-                return queue.pop_front();
+            if self.ready.wait_until(&mut inbox, deadline).timed_out() {
+                break inbox.queue.pop_front();
             }
+        };
+        if let Some(i) = inbox.timed.iter().position(|&d| d == deadline) {
+            inbox.timed.swap_remove(i);
         }
+        got
     }
 }
 
@@ -318,6 +362,40 @@ mod tests {
         let waiter = std::thread::spawn(move || mailbox.recv());
         sender.send(3);
         assert_eq!(waiter.join().expect("the receiver returns"), 3);
+    }
+
+    #[test]
+    fn a_message_handed_over_reaches_the_receiver_whose_deadline_passed() {
+        let mailbox = std::sync::Arc::new(Mailbox::new());
+        let inbox = mailbox.clone();
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let deputy = std::thread::spawn(move || inbox.recv_deadline(deadline));
+        // Hold the lock once the deputy stands: it is then in its wait (or
+        // woken and waiting for the lock), and cannot leave before the
+        // message is queued.
+        let mut locked = loop {
+            let inbox = mailbox.inbox.lock();
+            if !inbox.timed.is_empty() {
+                break inbox;
+            }
+            drop(inbox);
+            std::thread::yield_now();
+        };
+        let mut now = Instant::now();
+        while now < deadline {
+            std::thread::yield_now();
+            now = Instant::now();
+        }
+        let woke = mailbox.hand_over_locked(&mut locked, 7, now);
+        drop(locked);
+        assert!(!woke, "the deputy past its deadline is not woken");
+        assert_eq!(deputy.join().expect("the deputy returns"), Some(7));
+        assert!(mailbox.inbox.lock().timed.is_empty(), "it left");
+        // With no receiver past its deadline it is a plain send.
+        let mut inbox = mailbox.inbox.lock();
+        assert!(mailbox.hand_over_locked(&mut inbox, 8, Instant::now()));
+        drop(inbox);
+        assert_eq!(mailbox.recv(), 8);
     }
 
     #[test]

@@ -211,7 +211,7 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
         return Led::Start(Some(token));
     }
     if !shared.faults.has(Fault::DropLead) {
-        shared.handoff.send(Msg::Lead(token));
+        shared.handoff.hand_over(Msg::Lead(token));
     }
     if !retired.is_empty() {
         shared.handoff.send(Msg::Free(Box::new(retired)));

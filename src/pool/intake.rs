@@ -168,8 +168,8 @@ impl<K: Key> Shared<K> {
     /// earliest due time moved, release the lock, and tell the replaced
     /// tasks.
     #[inline]
-    fn end_admission(&self, st: MutexGuard<'_, State<K>>, head: Option<i64>, out: Admitted<K>) {
-        self.counters.scheduled(out.count);
+    fn end_admission(&self, mut st: MutexGuard<'_, State<K>>, head: Option<i64>, out: Admitted<K>) {
+        st.scheduled += out.count;
         if st.heap.peek_due() != head && !self.faults.has(Fault::NoNotifyOnNewHead) {
             self.leader_cv.notify_one();
         }

@@ -561,12 +561,16 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn stats(&self) -> Stats {
-        let (pending, wakeups) = {
+        let locked = {
             let st = self.shared.state.lock();
-            (st.pending(), st.wakeups)
+            stats::Locked {
+                pending: st.pending(),
+                scheduled: st.scheduled,
+                leader_wakeups: st.wakeups,
+            }
         };
         self.shared
             .counters
-            .snapshot(pending, wakeups, self.shared.time.panics())
+            .snapshot(locked, self.shared.time.panics())
     }
 }

@@ -68,6 +68,11 @@ pub(crate) struct State<K> {
     pub(crate) wakeups: u64,
     /// Tasks (and periodic runs) workers have started.
     pub(crate) started: u64,
+    /// Tasks admitted (`Stats::scheduled`): counted under the lock that
+    /// admits them, so that a burst's scheduling call pays no atomic
+    /// read-modify-write of its own (a full barrier that waited for the
+    /// admission's stores).
+    pub(crate) scheduled: u64,
     /// Callers waiting in `settle`.
     pub(crate) settle_waiters: usize,
     /// The latest reading of the pool's clock a worker or the leader took
@@ -151,6 +156,7 @@ impl<K: Key> Shared<K> {
                 exclusive: ExclusiveKeys::new(config.exclusive_keys, faults),
                 mode: Mode::Running,
                 wakeups: 0,
+                scheduled: 0,
                 started: 0,
                 settle_waiters: 0,
                 seen_now: 0, // the epoch: the clock read when the pool started

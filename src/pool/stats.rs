@@ -140,12 +140,23 @@ pub(crate) struct Counters {
     completions_dropped: AtomicU64,
 }
 
-/// Counters written on the scheduling side, on their own cache lines.
+/// Counters written on the scheduling side, on their own cache lines
+/// (admitted tasks are counted under the state lock: `State::scheduled`).
 #[derive(Debug)]
 #[repr(align(128))]
 struct Intake {
-    scheduled: AtomicU64,
     refused: AtomicU64,
+}
+
+/// The counters kept under the state lock, read in one critical section.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Locked {
+    /// Tasks pending.
+    pub(crate) pending: usize,
+    /// Tasks admitted.
+    pub(crate) scheduled: u64,
+    /// Times the leader returned from a wait.
+    pub(crate) leader_wakeups: u64,
 }
 
 /// Counters of tasks removed unrun, on their own cache lines.
@@ -183,10 +194,7 @@ impl Counters {
     pub(crate) fn new(workers: usize) -> Self {
         let z = || AtomicU64::new(0);
         Counters {
-            intake: Intake {
-                scheduled: z(),
-                refused: z(),
-            },
+            intake: Intake { refused: z() },
             removals: Removals {
                 cancelled: z(),
                 replaced: z(),
@@ -237,10 +245,6 @@ impl Counters {
     }
 
     /// `n` tasks were accepted.
-    pub(crate) fn scheduled(&self, n: u64) {
-        self.intake.scheduled.fetch_add(n, Relaxed);
-    }
-
     /// `n` tasks were refused.
     pub(crate) fn refused(&self, n: u64) {
         self.intake.refused.fetch_add(n, Relaxed);
@@ -308,8 +312,15 @@ impl Counters {
         }
     }
 
-    /// The counters now; `clock_panics` are the clock's contained panics.
-    pub(crate) fn snapshot(&self, pending: usize, leader_wakeups: u64, clock_panics: u64) -> Stats {
+    /// The counters now, with those kept under the state lock (`pending`,
+    /// `scheduled`, `leader_wakeups`); `clock_panics` are the clock's
+    /// contained panics.
+    pub(crate) fn snapshot(&self, locked: Locked, clock_panics: u64) -> Stats {
+        let Locked {
+            pending,
+            scheduled,
+            leader_wakeups,
+        } = locked;
         let mut all = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_NS, 2)
             .expect("constant histogram bounds are valid");
         let (mut completed, mut panicked, mut expired, mut runs, mut run_panics) = (0, 0, 0, 0, 0);
@@ -329,7 +340,7 @@ impl Counters {
         let q = |q: f64| Duration::from_nanos(all.value_at_quantile(q));
         let panicked = panicked + self.lost.load(Relaxed);
         Stats {
-            scheduled: self.intake.scheduled.load(Relaxed),
+            scheduled,
             refused: self.intake.refused.load(Relaxed),
             completed,
             panicked,

@@ -565,9 +565,12 @@ mod tests {
             joint.slot().try_take(),
             Some(Outcome::Completed(7))
         ));
-        assert_eq!(shared.counters.snapshot(0, 0, 0).rescued, 1);
+        assert_eq!(shared.counters.snapshot(Default::default(), 0).rescued, 1);
         assert_eq!(
-            shared.counters.snapshot(0, 0, 0).deputy_wakeups,
+            shared
+                .counters
+                .snapshot(Default::default(), 0)
+                .deputy_wakeups,
             0,
             "counted by `work`"
         );

@@ -73,14 +73,25 @@
 //! rehashes a key; it can only make lookups by that key miss, so that it may
 //! hold two entries. [`IndexedHeap::check_invariants`] reports that.
 //!
+//! # Files
+//!
+//! This file holds the tables and the keyed operations; `order.rs` how two
+//! entries compare and the sifts; `shrink.rs` and `retired.rs` giving
+//! memory back; `index.rs` the key index; `check.rs` the invariant checks.
+//!
 //! This module has no synchronisation at all; [`crate::Scheduler`] and the pool
 //! wrap it in their own lock.
 
+mod check;
 mod index;
+mod order;
+mod retired;
+mod shrink;
 #[cfg(test)]
 mod unwind_tests;
 
 use index::SlotIndex;
+pub(crate) use retired::Retired;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
@@ -162,86 +173,6 @@ impl<K, V> Slot<K, V> {
     #[inline]
     fn key(&self) -> &K {
         &self.key
-    }
-}
-
-/// Buffers the heap gave up when it shrank, freed when this is dropped.
-/// They are empty (their entries moved to the new buffers), so dropping
-/// them runs no user code.
-///
-/// Freeing a large buffer can stall the freeing thread for milliseconds on
-/// a virtual machine (the kernel must flush the other CPUs' address
-/// translations), so an owner that holds a lock around the heap takes them
-/// with [`IndexedHeap::take_retired`] and drops them after unlocking. If
-/// the owner never takes them, the heap frees them itself at its next
-/// shrink.
-///
-/// Most of the time there are none: the buffers are boxed, so that taking
-/// and dropping an empty `Retired` (after every removal, in the owners)
-/// moves one pointer and tests it.
-pub(crate) struct Retired<K, V>(Option<Box<Buffers<K, V>>>);
-
-/// The buffers of a [`Retired`].
-struct Buffers<K, V> {
-    /// An emptied heap array.
-    nodes: Vec<Node>,
-    /// An emptied slot table.
-    slots: Vec<Slot<K, V>>,
-    /// An emptied position and hash table.
-    meta: Vec<Meta>,
-    /// An emptied index table.
-    index: Vec<u32>,
-}
-
-impl<K, V> Buffers<K, V> {
-    fn none() -> Self {
-        Buffers {
-            nodes: Vec::new(),
-            slots: Vec::new(),
-            meta: Vec::new(),
-            index: Vec::new(),
-        }
-    }
-
-    /// True when no buffer holds memory.
-    fn is_empty(&self) -> bool {
-        self.nodes.capacity() == 0
-            && self.slots.capacity() == 0
-            && self.meta.capacity() == 0
-            && self.index.capacity() == 0
-    }
-
-    /// Bytes the buffers hold (capacity).
-    fn bytes(&self) -> usize {
-        use std::mem::size_of;
-        self.nodes.capacity() * size_of::<Node>()
-            + self.slots.capacity() * size_of::<Slot<K, V>>()
-            + self.meta.capacity() * size_of::<Meta>()
-            + self.index.capacity() * size_of::<u32>()
-    }
-}
-
-impl<K, V> Retired<K, V> {
-    fn none() -> Self {
-        Retired(None)
-    }
-
-    /// True when it holds no buffer.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_none()
-    }
-}
-
-impl<K, V> fmt::Debug for Retired<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let empty = Buffers::none();
-        let b = self.0.as_deref().unwrap_or(&empty);
-        f.debug_struct("Retired")
-            .field("nodes", &b.nodes.capacity())
-            .field("slots", &b.slots.capacity())
-            .field("meta", &b.meta.capacity())
-            .field("index", &b.index.capacity())
-            .finish()
     }
 }
 
@@ -741,106 +672,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             + self.retired.0.as_ref().map_or(0, |b| b.bytes())
     }
 
-    /// Check heap order, index agreement and lengths, then that every key
-    /// hashes to the hash its slot keeps and is found at its own slot (so
-    /// no key holds two entries).
-    ///
-    /// The structural checks run first and run no user code; the key checks
-    /// call each key's `Hash` and `Eq`, whose panics propagate (the heap is
-    /// only read).
-    ///
-    /// # Errors
-    ///
-    /// A description of the first broken invariant.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        let n = self.nodes.len();
-        if self.slots.len() != n || self.meta.len() != n || self.index.len() != n {
-            return Err(format!(
-                "length mismatch: {} nodes, {} slots, {} positions, {} index entries",
-                n,
-                self.slots.len(),
-                self.meta.len(),
-                self.index.len()
-            ));
-        }
-        for (pos, node) in self.nodes.iter().enumerate() {
-            if pos > 0 {
-                let parent = &self.nodes[(pos - 1) / ARITY];
-                if self.before(node, parent) {
-                    return Err(format!("heap order broken at position {pos}"));
-                }
-            }
-            let meta = self
-                .meta
-                .get(node.slot as usize)
-                .ok_or_else(|| format!("node {pos} points past the slot table"))?;
-            if meta.pos as usize != pos {
-                return Err(format!(
-                    "slot {} says position {}, node is at {pos}",
-                    node.slot, meta.pos
-                ));
-            }
-            let seq = (u64::from(meta.seq_hi) << 32) | u64::from(node.seq_lo);
-            if seq >= self.next_seq {
-                return Err(format!("stamp {seq} not below next_seq"));
-            }
-            if self
-                .index
-                .find(meta.hash, |s| self.stored_hash(s), |s| s == node.slot)
-                != Some(node.slot)
-            {
-                return Err(format!("slot {} is not indexed under its hash", node.slot));
-            }
-        }
-        // With the lengths equal and every slot found under its hash, only
-        // the index's count and probe sequences remain to check.
-        self.index.check(
-            |s| self.stored_hash(s),
-            |s| match self.meta.get(s as usize) {
-                Some(_) => Ok(()),
-                None => Err(format!("index holds missing slot {s}")),
-            },
-        )?;
-        for (s, slot) in self.slots.iter().enumerate() {
-            let hash = self.hash_of(slot.key());
-            if hash != self.meta[s].hash {
-                return Err(format!("slot {s}'s key hashes apart from its stored hash"));
-            }
-            match self.find(hash, slot.key()) {
-                Some(found) if found as usize == s => {}
-                other => return Err(format!("index maps slot {s}'s key to {other:?}")),
-            }
-        }
-        Ok(())
-    }
-
-    /// The full stamp of the entry of `node`.
-    #[inline]
-    fn seq_of(&self, node: &Node) -> u64 {
-        (u64::from(self.meta[node.slot as usize].seq_hi) << 32) | u64::from(node.seq_lo)
-    }
-
-    /// Strict heap order: earlier due first, then earlier stamp. Compares
-    /// the stamps' low halves alone while every stamp issued fits in 32
-    /// bits (all high halves are then 0), so equal due times read no `Meta`
-    /// before the heap's four billionth stamp.
-    #[inline]
-    fn before(&self, a: &Node, b: &Node) -> bool {
-        if a.due != b.due {
-            return a.due < b.due;
-        }
-        if self.next_seq <= 1 << 32 {
-            return a.seq_lo < b.seq_lo;
-        }
-        self.seq_of(a) < self.seq_of(b)
-    }
-
-    /// The hash `slot`'s `Meta` keeps, for the invariant checks (which must
-    /// report, not panic on, a slot number past the table).
-    fn stored_hash(&self, slot: u32) -> u32 {
-        self.meta.get(slot as usize).map_or(0, |m| m.hash)
-    }
-
     /// Remove `slot` from the index, given its stored hash.
     #[inline]
     fn unindex(&mut self, hash: u32, slot: u32) {
@@ -885,108 +716,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             seq,
             value: taken.value,
         }
-    }
-
-    /// Give memory back once the heap has fallen to a quarter of its
-    /// capacity: the entries move to smaller vectors (no entry is renumbered)
-    /// and the old ones are retired, to be freed outside the owner's lock.
-    /// The test is inlined into every removal; the shrinking itself is rare
-    /// and kept out of line.
-    #[inline]
-    fn maybe_shrink(&mut self) {
-        if self.tables_sparse() || self.index.is_sparse() {
-            self.shrink();
-        }
-    }
-
-    /// True when the tables hold less than a quarter of their capacity
-    /// (above the floor).
-    #[inline]
-    fn tables_sparse(&self) -> bool {
-        let cap = self.slots.capacity();
-        cap > FLOOR && self.nodes.len() < cap / 4
-    }
-
-    /// The shrinking of [`maybe_shrink`](Self::maybe_shrink).
-    #[cold]
-    #[inline(never)]
-    fn shrink(&mut self) {
-        let len = self.nodes.len();
-        let mut shrunk = Buffers::none();
-        if self.tables_sparse() {
-            let target = (len * 2).max(FLOOR);
-            let mut nodes = Vec::with_capacity(target);
-            nodes.extend_from_slice(&self.nodes);
-            shrunk.nodes = std::mem::replace(&mut self.nodes, nodes);
-            shrunk.nodes.clear();
-            let mut slots = Vec::with_capacity(target);
-            slots.append(&mut self.slots);
-            shrunk.slots = std::mem::replace(&mut self.slots, slots);
-            let mut meta = Vec::with_capacity(target);
-            meta.extend_from_slice(&self.meta);
-            shrunk.meta = std::mem::replace(&mut self.meta, meta);
-            shrunk.meta.clear();
-        }
-        let meta = &self.meta;
-        if let Some(index) = self.index.shrink_if_sparse(|s| meta[s as usize].hash) {
-            shrunk.index = index;
-        }
-        // Retired buffers hold no entry, so dropping them (here or in the
-        // owner) never runs user code.
-        debug_assert!(
-            shrunk.nodes.is_empty()
-                && shrunk.slots.is_empty()
-                && shrunk.meta.is_empty()
-                && shrunk.index.is_empty()
-        );
-        if !shrunk.is_empty() {
-            // Keeps at most one generation: an owner that does not take
-            // them frees the previous ones here.
-            self.retired = Retired(Some(Box::new(shrunk)));
-        }
-    }
-
-    fn sift_up(&mut self, mut pos: usize) {
-        let node = self.nodes[pos];
-        while pos > 0 {
-            let parent = (pos - 1) / ARITY;
-            let p = self.nodes[parent];
-            if !self.before(&node, &p) {
-                break;
-            }
-            self.nodes[pos] = p;
-            self.meta[p.slot as usize].pos = pos as u32;
-            pos = parent;
-        }
-        self.nodes[pos] = node;
-        self.meta[node.slot as usize].pos = pos as u32;
-    }
-
-    fn sift_down(&mut self, mut pos: usize) {
-        let node = self.nodes[pos];
-        let len = self.nodes.len();
-        loop {
-            let first = pos * ARITY + 1;
-            if first >= len {
-                break;
-            }
-            let end = (first + ARITY).min(len);
-            let mut best = first;
-            for c in first + 1..end {
-                if self.before(&self.nodes[c], &self.nodes[best]) {
-                    best = c;
-                }
-            }
-            let child = self.nodes[best];
-            if !self.before(&child, &node) {
-                break;
-            }
-            self.nodes[pos] = child;
-            self.meta[child.slot as usize].pos = pos as u32;
-            pos = best;
-        }
-        self.nodes[pos] = node;
-        self.meta[node.slot as usize].pos = pos as u32;
     }
 }
 

@@ -1,0 +1,84 @@
+//! Buffers a shrinking heap gives up, to be freed outside its owner's lock.
+
+use super::{Meta, Node, Slot};
+use std::fmt;
+
+/// Buffers the heap gave up when it shrank, freed when this is dropped.
+/// They are empty (their entries moved to the new buffers), so dropping
+/// them runs no user code.
+///
+/// Freeing a large buffer can stall the freeing thread for milliseconds on
+/// a virtual machine (the kernel must flush the other CPUs' address
+/// translations), so an owner that holds a lock around the heap takes them
+/// with [`IndexedHeap::take_retired`] and drops them after unlocking. If
+/// the owner never takes them, the heap frees them itself at its next
+/// shrink.
+///
+/// Most of the time there are none: the buffers are boxed, so that taking
+/// and dropping an empty `Retired` (after every removal, in the owners)
+/// moves one pointer and tests it.
+pub(crate) struct Retired<K, V>(pub(super) Option<Box<Buffers<K, V>>>);
+
+/// The buffers of a [`Retired`].
+pub(super) struct Buffers<K, V> {
+    /// An emptied heap array.
+    pub(super) nodes: Vec<Node>,
+    /// An emptied slot table.
+    pub(super) slots: Vec<Slot<K, V>>,
+    /// An emptied position and hash table.
+    pub(super) meta: Vec<Meta>,
+    /// An emptied index table.
+    pub(super) index: Vec<u32>,
+}
+
+impl<K, V> Buffers<K, V> {
+    pub(super) fn none() -> Self {
+        Buffers {
+            nodes: Vec::new(),
+            slots: Vec::new(),
+            meta: Vec::new(),
+            index: Vec::new(),
+        }
+    }
+
+    /// True when no buffer holds memory.
+    pub(super) fn is_empty(&self) -> bool {
+        self.nodes.capacity() == 0
+            && self.slots.capacity() == 0
+            && self.meta.capacity() == 0
+            && self.index.capacity() == 0
+    }
+
+    /// Bytes the buffers hold (capacity).
+    pub(super) fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.nodes.capacity() * size_of::<Node>()
+            + self.slots.capacity() * size_of::<Slot<K, V>>()
+            + self.meta.capacity() * size_of::<Meta>()
+            + self.index.capacity() * size_of::<u32>()
+    }
+}
+
+impl<K, V> Retired<K, V> {
+    pub(super) fn none() -> Self {
+        Retired(None)
+    }
+
+    /// True when it holds no buffer.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl<K, V> fmt::Debug for Retired<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let empty = Buffers::none();
+        let b = self.0.as_deref().unwrap_or(&empty);
+        f.debug_struct("Retired")
+            .field("nodes", &b.nodes.capacity())
+            .field("slots", &b.slots.capacity())
+            .field("meta", &b.meta.capacity())
+            .field("index", &b.index.capacity())
+            .finish()
+    }
+}

@@ -26,6 +26,14 @@
 //! - Removing a lane entry leaves a hole; holes at the front are dropped at
 //!   once, so the front is live whenever the lane holds a task. An emptied
 //!   lane gives its buffers up to be freed outside the lock.
+//! - Removing an entry leaves its index entry behind, *dead*: a lookup
+//!   skips positions that are no longer live, and the dead are pruned in
+//!   one sequential pass once they fill half the index's capacity (or all
+//!   at once when the lane empties). A start then reads only the queue's
+//!   front, never a bucket of the index: on a backlog the index outgrows
+//!   the cache, and removing each started entry from it cost two cache
+//!   misses per start (a burst scheduled in batches drained at half the
+//!   rate of one scheduled a task per call).
 
 use super::task::{PoolEntry, Task, TaskKey};
 use crate::heap::{Entry, IndexedHeap, Inserted, Probe, Retired};
@@ -65,7 +73,8 @@ type Filed<K> = (u64, PoolEntry<K>);
 /// The lane's entries in order, with holes where some were removed.
 type Queue<K> = VecDeque<Option<Filed<K>>>;
 
-/// The lane's index: (hash, absolute position) of every live entry.
+/// The lane's index: (hash, absolute position) of every live entry, and of
+/// dead ones not yet pruned.
 type Index = HashTable<(u64, u64)>;
 
 /// The ready lane: a queue with holes, and an index from a key's hash to
@@ -75,10 +84,12 @@ struct Lane<K> {
     queue: Queue<K>,
     /// Absolute position of `queue[0]`.
     base: u64,
-    /// Where each live entry is.
+    /// Where each live entry is (and dead ones, until pruned).
     index: Index,
     /// Live entries.
     live: usize,
+    /// Index entries of positions no longer live.
+    dead: usize,
     /// Due time of the last entry pushed (live or not): a new entry due no
     /// earlier keeps the order.
     last_due: i64,
@@ -97,14 +108,20 @@ impl<K: Hash + Eq> Lane<K> {
             base: 0,
             index: HashTable::new(),
             live: 0,
+            dead: 0,
             last_due: i64::MIN,
         }
     }
 
     /// The live entry at absolute position `pos`.
     fn at(&self, pos: u64) -> &PoolEntry<K> {
-        let filed = self.queue[(pos - self.base) as usize].as_ref();
-        &filed.expect("a live lane position").1
+        self.live_at(pos).expect("a live lane position")
+    }
+
+    /// The entry at absolute position `pos`, if it is live.
+    fn live_at(&self, pos: u64) -> Option<&PoolEntry<K>> {
+        let i = usize::try_from(pos.checked_sub(self.base)?).ok()?;
+        self.queue.get(i)?.as_ref().map(|(_, e)| e)
     }
 
     /// Where `key` is, if it is here. Runs the key's `Eq` only.
@@ -112,9 +129,9 @@ impl<K: Hash + Eq> Lane<K> {
         if self.live == 0 {
             return None;
         }
-        let found = self
-            .index
-            .find(hash, |&(h, pos)| h == hash && self.at(pos).key == *key);
+        let found = self.index.find(hash, |&(h, pos)| {
+            h == hash && self.live_at(pos).is_some_and(|e| e.key == *key)
+        });
         found.map(|&(_, pos)| pos)
     }
 
@@ -141,22 +158,39 @@ impl<K: Hash + Eq> Lane<K> {
     /// Take the entry at absolute position `pos` out. Runs no user code.
     fn take(&mut self, pos: u64) -> PoolEntry<K> {
         let i = (pos - self.base) as usize;
-        let (hash, entry) = self.queue[i].take().expect("a live lane position");
-        if let Ok(found) = self.index.find_entry(hash, |&(_, p)| p == pos) {
-            found.remove();
-        }
+        let (_, entry) = self.queue[i].take().expect("a live lane position");
         self.live -= 1;
+        self.dead += 1;
         while matches!(self.queue.front(), Some(None)) {
             self.queue.pop_front();
             self.base += 1;
         }
+        self.prune();
         entry
+    }
+
+    /// Drop the index's dead entries once they fill half its capacity (a
+    /// pass over the table, paid for by as many removals), or all at once
+    /// when nothing is live. Runs no user code.
+    fn prune(&mut self) {
+        if self.live == 0 {
+            self.index.clear();
+            self.dead = 0;
+        } else if self.dead >= (self.index.capacity() / 2).max(32) {
+            let (queue, base) = (&self.queue, self.base);
+            self.index.retain(|&mut (_, pos)| {
+                let i = pos.checked_sub(base).map(|i| i as usize);
+                i.and_then(|i| queue.get(i)).is_some_and(Option::is_some)
+            });
+            self.dead = 0;
+        }
     }
 
     /// Every live entry, in order, leaving the lane empty.
     fn drain(&mut self) -> Vec<PoolEntry<K>> {
         self.index.clear();
         self.live = 0;
+        self.dead = 0;
         self.base += self.queue.len() as u64;
         self.queue.drain(..).flatten().map(|(_, e)| e).collect()
     }
@@ -411,6 +445,7 @@ impl<K: Hash + Eq> Pending<K> {
             heap: self.heap.take_retired(),
             lane: emptied.then(|| {
                 lane.base += lane.queue.len() as u64;
+                lane.dead = 0;
                 (
                     std::mem::take(&mut lane.queue),
                     std::mem::take(&mut lane.index),
@@ -425,8 +460,21 @@ impl<K: Hash + Eq> Pending<K> {
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         self.heap.check_invariants()?;
         let live: Vec<_> = self.lane.queue.iter().flatten().collect();
-        if live.len() != self.lane.live || self.lane.index.len() != self.lane.live {
+        let lane = &self.lane;
+        let indexed = lane
+            .index
+            .iter()
+            .filter(|(_, pos)| lane.live_at(*pos).is_some());
+        if live.len() != lane.live || indexed.count() != lane.live {
             return Err("lane count, queue and index disagree".into());
+        }
+        if lane.index.len() != lane.live + lane.dead {
+            return Err("the lane's dead index entries are miscounted".into());
+        }
+        let mut positions: Vec<u64> = lane.index.iter().map(|&(_, pos)| pos).collect();
+        positions.sort_unstable();
+        if positions.windows(2).any(|w| w[0] == w[1]) {
+            return Err("a lane position indexed twice".into());
         }
         if live
             .windows(2)
@@ -557,6 +605,35 @@ mod tests {
             assert!(p.is_empty());
             assert!(p.lane.base > 200, "the lane took part: {}", p.lane.base);
         }
+    }
+
+    #[test]
+    fn started_entries_leave_dead_index_slots_that_are_pruned_in_bulk() {
+        let mut p = Pending::<u64>::new();
+        let n = 1_000u64;
+        for k in 0..n {
+            p.try_insert(TaskKey::Keyed(k), k as i64, task(), usize::MAX, 1 << 40)
+                .ok()
+                .unwrap();
+        }
+        let mut pruned = false;
+        for k in 0..900 {
+            let got = p.pop_due(1 << 40).map(|e| e.key);
+            assert_eq!(got, Some(TaskKey::Keyed(k)));
+            pruned |= p.lane.dead == 0;
+            p.check_invariants().unwrap();
+        }
+        assert!(pruned, "the dead were pruned while the lane stayed live");
+        assert!(p.lane.index.len() < n as usize, "pruned, not only marked");
+        // Started keys are gone; the rest are still found by key.
+        assert_eq!(p.get(&TaskKey::Keyed(5)), None);
+        let removed = p.remove(&TaskKey::Keyed(950)).map(|e| e.due);
+        assert_eq!(removed, Some(950));
+        p.reschedule(&TaskKey::Keyed(960), 1);
+        assert_eq!(p.get(&TaskKey::Keyed(960)).map(|s| s.0), Some(1));
+        p.check_invariants().unwrap();
+        while p.pop_due(1 << 40).is_some() {}
+        assert_eq!((p.lane.live, p.lane.dead, p.lane.index.len()), (0, 0, 0));
     }
 
     #[test]

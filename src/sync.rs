@@ -35,7 +35,7 @@ mod imp {
         /// running releases the lock well within the spin; one that is
         /// not costs the spin, then parking_lot's wait. An uncontended
         /// lock is taken at once, as before.
-        #[derive(Debug, Default)]
+        #[derive(Debug)]
         pub(crate) struct Mutex<T>(parking_lot::Mutex<T>);
 
         impl<T> Mutex<T> {

@@ -169,3 +169,77 @@ fn a_cancel_racing_the_start_is_exact() {
     }
     assert_eq!(won + lost, 3000);
 }
+
+#[test]
+fn with_every_worker_busy_tasks_taken_into_holds_stay_pending_and_never_run() {
+    // A backlog due at once: each worker that starts one takes more into
+    // its hold. With both workers blocked, every task not started is
+    // still pending: cancel finds it, and it never runs.
+    let (clock, pool) = manual_pool::<u64>(2);
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
+    let started = Arc::new(AtomicUsize::new(0));
+    let tasks = (0..100u64).map(|k| {
+        let (rx, started) = (release_rx.clone(), started.clone());
+        let job = move || {
+            started.fetch_add(1, SeqCst);
+            let _ = rx.lock().unwrap().recv_timeout(BOUND);
+            k
+        };
+        (k, clock.now(), job)
+    });
+    let handles = pool.schedule_batch(tasks).unwrap();
+    eventually("both workers run a task", || started.load(SeqCst) == 2);
+    assert!(pool.stats().held > 0, "the workers filled their holds");
+    let running = pool.running_keys();
+    assert_eq!(running.len(), 2);
+    let cancelled: Vec<bool> = (0..100u64).map(|k| pool.cancel(&k)).collect();
+    for (k, &c) in (0..).zip(&cancelled) {
+        assert_eq!(c, !running.contains(&k), "key {k}");
+    }
+    drop(release_tx);
+    for ((k, h), c) in (0..).zip(handles).zip(cancelled) {
+        let want = if c {
+            Outcome::Cancelled
+        } else {
+            Outcome::Completed(k)
+        };
+        assert_eq!(done(h), want, "key {k}");
+    }
+    assert_eq!(started.load(SeqCst), 2, "a cancelled task ran");
+    assert_eq!(pool.len(), 0);
+}
+
+#[test]
+fn tasks_in_a_blocked_workers_hold_run_on_the_free_worker() {
+    // The first task blocks until every other one has run. Its worker
+    // takes some of them into its hold as it starts it, all due at once
+    // in one call; the free worker takes them from there.
+    let (clock, pool) = manual_pool::<u64>(2);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (all_ran_tx, all_ran_rx) = mpsc::channel::<()>();
+    let all_ran_tx = Arc::new(std::sync::Mutex::new(Some(all_ran_tx)));
+    type Job = Box<dyn FnOnce() -> bool + Send>;
+    let first: Job = Box::new(move || {
+        let waited = all_ran_rx.recv_timeout(BOUND);
+        waited == Err(mpsc::RecvTimeoutError::Disconnected)
+    });
+    let rest = (1..200u64).map(|k| {
+        let (ran, tx) = (ran.clone(), all_ran_tx.clone());
+        let job: Job = Box::new(move || {
+            if ran.fetch_add(1, SeqCst) + 1 == 199 {
+                drop(tx.lock().unwrap().take());
+            }
+            true
+        });
+        (k, clock.now(), job)
+    });
+    let tasks = std::iter::once((0, clock.now(), first)).chain(rest);
+    let handles = pool.schedule_batch(tasks).unwrap();
+    // The blocked task sees the channel close only once all 199 ran.
+    for (k, h) in (0..).zip(handles) {
+        assert_eq!(done(h), Outcome::Completed(true), "key {k}");
+    }
+    assert_eq!(ran.load(SeqCst), 199);
+    assert!(pool.stats().held > 0, "the workers filled their holds");
+}

@@ -72,6 +72,17 @@ fn running_before_passing_the_token_is_caught() {
     short_passes_long(Some("run-before-pass"));
 }
 
+/// Under loom the worker that starts the long task takes the short one
+/// into its hold: a hold no other worker takes from leaves the short task
+/// behind the long one, which waits for it.
+#[test]
+#[should_panic(
+    expected = "deadlock: thread 0 (main) in src/pool/outcome.rs, thread 1 in loom-tests/tests/loom_fair_start.rs, thread 2 in src/pool/leader.rs"
+)]
+fn a_hold_no_other_worker_takes_from_is_caught() {
+    short_passes_long(Some("hold-not-shared"));
+}
+
 #[test]
 fn shutdown_now_returns_a_due_task_iff_it_never_started() {
     shutdown_now_vs_start(None);

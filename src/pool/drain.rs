@@ -39,6 +39,6 @@ impl<K: Key> Shared<K> {
     /// True while a running task may still add a follow-up the pool must
     /// wait for: the option is on and a worker holds a running key.
     pub(crate) fn follow_ups_may_come(&self, st: &State<K>) -> bool {
-        self.config.drain_follow_ups && st.running.iter().any(Option::is_some)
+        self.config.drain_follow_ups && self.any_running(st, |_| true)
     }
 }

@@ -66,13 +66,20 @@ pub(crate) enum Fault {
     /// the token on: while that task runs, no other worker leads or starts
     /// anything, so a due task waits behind it with a worker free.
     RunBeforePass,
+    /// A worker's hold is its own: no other worker takes from it and the
+    /// leader does not look into it, so a task held behind a running one
+    /// waits for it while another worker is free.
+    HoldNotShared,
+    /// Looking a key up finds it in the heap and the lane but not in the
+    /// workers' holds: a held task, still pending, is reported absent.
+    LookupSkipsHolds,
 }
 
 #[cfg_attr(not(loom), allow(dead_code))]
 impl Fault {
     /// Every fault with the name [`Builder::fault`](super::Builder::fault)
     /// takes.
-    const ALL: [(&'static str, Fault); 15] = [
+    const ALL: [(&'static str, Fault); 17] = [
         ("no-notify-on-new-head", Fault::NoNotifyOnNewHead),
         ("unlock-before-wait", Fault::UnlockBeforeWait),
         ("stale-clock", Fault::StaleClock),
@@ -97,6 +104,8 @@ impl Fault {
             "shutdown-now-check-then-drain",
             Fault::ShutdownNowCheckThenDrain,
         ),
+        ("hold-not-shared", Fault::HoldNotShared),
+        ("lookup-skips-holds", Fault::LookupSkipsHolds),
     ];
 
     /// The fault called `name`.

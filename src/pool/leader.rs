@@ -148,7 +148,9 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &mut Lead) 
         _ => {}
     }
     let head = st.heap.peek_due();
-    if head.is_some_and(|due| due <= now) {
+    // A task waiting in a worker's hold is due (step 4c): a free worker
+    // takes it.
+    if head.is_some_and(|due| due <= now) || st.heap.held_waiting() {
         return Step::Start;
     }
     let Some(deadline) = head.and_then(|due| shared.time.sleep_deadline(due)) else {

@@ -39,6 +39,7 @@ mod exclusive;
 mod fault;
 mod handle;
 mod handoff;
+mod hold;
 mod intake;
 mod leader;
 mod outcome;
@@ -333,7 +334,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// ```
     pub fn running(&self) -> usize {
         let finished = self.shared.counters.finished();
-        let started = self.shared.state.lock().started;
+        let started = self.shared.started(&self.shared.state.lock());
         started.saturating_sub(finished) as usize
     }
 

@@ -7,12 +7,25 @@
 //! sift from its root. Such tasks arrive in due order, so a queue keeps them
 //! in order for nothing, and a start takes the earlier of the two heads.
 //! A task in the lane is pending like any other: cancel, replace,
-//! reschedule and `shutdown_now` find it by key, capacity counts it.
+//! reschedule and `shutdown_now` find it by key, capacity counts it. So is
+//! a task a worker took from the lane's front into its hold (`hold.rs`):
+//! every lookup by key that misses the heap and the lane looks there too,
+//! through a record of what went into which hold.
 //!
 //! # Ground rules
 //!
-//! - A key is pending in the heap or in the lane, never both (and, with
-//!   exclusive keys, in neither while held).
+//! - A key is pending in the heap, in the lane or in a hold, in one of
+//!   them only (and, with exclusive keys, in none while held for its key;
+//!   such pools fill no holds).
+//! - A hold takes only plain one-shot tasks, from the lane's front, due
+//!   by the start's own reading and not behind the heap's head: the order
+//!   a start would take them in. A record (lane hash, worker, stamp) per
+//!   held task lets lookups find it; a task its worker started since has
+//!   left its hold without the state lock, so a record may be stale and a
+//!   lookup checks the hold itself, under its lock. A worker's records go
+//!   when it next comes for more (its hold is empty then); the count of
+//!   held tasks is read from the holds themselves, and only near the
+//!   capacity on the admission path (the records bound it).
 //! - The lane takes an arrival only if it is new (pending nowhere), due by
 //!   the reading intake passes (`intake::now_for`: a real reading, or the
 //!   task's own due time when that lies within a millisecond of the latest
@@ -35,8 +48,11 @@
 //!   misses per start (a burst scheduled in batches drained at half the
 //!   rate of one scheduled a task per call).
 
+use super::fault::{Fault, Faults};
+use super::hold::{Held, Hold, HOLD_MAX};
 use super::task::{PoolEntry, Task, TaskKey};
 use crate::heap::{Entry, IndexedHeap, Inserted, Probe, Retired};
+use crate::sync::{Arc, MutexGuard};
 use hashbrown::HashTable;
 use std::collections::VecDeque;
 use std::hash::Hash;
@@ -44,12 +60,31 @@ use std::hash::Hash;
 /// A lane this long or more gives its buffers up when it empties.
 const SHRINK_AT: usize = 1024;
 
-/// Pending tasks, in the heap or the ready lane.
+/// Pending tasks, in the heap, the ready lane or a worker's hold.
 pub(crate) struct Pending<K> {
     /// Tasks not yet due when they arrived, and every other pending task.
     heap: IndexedHeap<TaskKey<K>, Task>,
     /// Tasks due when they arrived, in arrival order.
     lane: Lane<K>,
+    /// The workers' holds (`hold.rs`), one per worker.
+    holds: Arc<[Hold<K>]>,
+    /// Where each task moved into a hold went: a record per task, kept
+    /// until its worker next fills its hold; a task started since (which
+    /// left its hold without the state lock) is simply not found there.
+    held: Vec<HeldAt>,
+    /// The protocol step the loom models asked to break, if any.
+    faults: Faults,
+}
+
+/// The record of a task moved into a hold.
+#[derive(Clone, Copy)]
+struct HeldAt {
+    /// The lane's hash of its key.
+    hash: u64,
+    /// Whose hold.
+    worker: usize,
+    /// Its stamp.
+    seq: u64,
 }
 
 /// Buffers given up, to free once the state lock is released.
@@ -93,6 +128,38 @@ struct Lane<K> {
     /// Due time of the last entry pushed (live or not): a new entry due no
     /// earlier keeps the order.
     last_due: i64,
+}
+
+/// The locked holds of the workers that have a record in `held` (a
+/// worker's records lie together: a fill appends them after dropping its
+/// old ones).
+fn held_by<'a, K>(
+    holds: &'a [Hold<K>],
+    held: &'a [HeldAt],
+) -> impl Iterator<Item = MutexGuard<'a, Held<K>>> {
+    let mut last = None;
+    held.iter().filter_map(move |at| {
+        let first = last != Some(at.worker);
+        last = Some(at.worker);
+        first.then(|| holds[at.worker].lock())
+    })
+}
+
+/// The hold in which `key`'s task waits, locked, and where in it; `hash`
+/// is the lane's hash of the key. Runs the key's `Eq`.
+fn find_held<'a, K: Eq>(
+    holds: &'a [Hold<K>],
+    held: &[HeldAt],
+    hash: u64,
+    key: &TaskKey<K>,
+) -> Option<(MutexGuard<'a, Held<K>>, usize)> {
+    for at in held.iter().filter(|at| at.hash == hash) {
+        let hold = holds[at.worker].lock();
+        if let Some(i) = hold.position(key, Some(at.seq)) {
+            return Some((hold, i));
+        }
+    }
+    None
 }
 
 /// The lane's hash of a key, from the heap's 32 bits, spread over 64 (the
@@ -157,8 +224,14 @@ impl<K: Hash + Eq> Lane<K> {
 
     /// Take the entry at absolute position `pos` out. Runs no user code.
     fn take(&mut self, pos: u64) -> PoolEntry<K> {
+        self.take_filed(pos).1
+    }
+
+    /// Take the entry at absolute position `pos` out, with its hash. Runs
+    /// no user code.
+    fn take_filed(&mut self, pos: u64) -> Filed<K> {
         let i = (pos - self.base) as usize;
-        let (_, entry) = self.queue[i].take().expect("a live lane position");
+        let filed = self.queue[i].take().expect("a live lane position");
         self.live -= 1;
         self.dead += 1;
         while matches!(self.queue.front(), Some(None)) {
@@ -166,7 +239,7 @@ impl<K: Hash + Eq> Lane<K> {
             self.base += 1;
         }
         self.prune();
-        entry
+        filed
     }
 
     /// Drop the index's dead entries once they fill half its capacity (a
@@ -197,24 +270,49 @@ impl<K: Hash + Eq> Lane<K> {
 }
 
 impl<K> Pending<K> {
-    /// Pending tasks.
+    /// Pending tasks. Locks the holds that may hold any.
     pub(crate) fn len(&self) -> usize {
-        self.heap.len() + self.lane.live
+        self.heap.len() + self.lane.live + self.held_len()
     }
 
-    /// True when nothing is pending.
+    /// True when nothing is pending. Locks the holds that may hold any.
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Tasks waiting in holds (none without a record).
+    fn held_len(&self) -> usize {
+        held_by(&self.holds, &self.held)
+            .map(|h| h.waiting.len())
+            .sum()
+    }
+
+    /// True if a task waits in a hold: it is due, so a free worker should
+    /// take it (step 4c). Locks the holds that may hold any.
+    pub(crate) fn held_waiting(&self) -> bool {
+        !self.faults.has(Fault::HoldNotShared) && self.held_len() > 0
     }
 }
 
 impl<K: Hash + Eq> Pending<K> {
-    /// Nothing pending.
-    pub(crate) fn new() -> Self {
+    /// Nothing pending; `holds` are the workers' (`hold.rs`).
+    pub(crate) fn new(holds: Arc<[Hold<K>]>, faults: Faults) -> Self {
         Pending {
             heap: IndexedHeap::new(),
             lane: Lane::new(),
+            holds,
+            held: Vec::new(),
+            faults,
         }
+    }
+
+    /// The hold in which `key`'s task waits, locked, and where in it;
+    /// `hash` is the lane's hash of the key. Runs the key's `Eq`.
+    fn find_held(&self, hash: u64, key: &TaskKey<K>) -> Option<(MutexGuard<'_, Held<K>>, usize)> {
+        if self.held.is_empty() || self.faults.has(Fault::LookupSkipsHolds) {
+            return None;
+        }
+        find_held(&self.holds, &self.held, hash, key)
     }
 
     /// The earliest due time. Runs no user code, and reads no stamp (the
@@ -253,14 +351,32 @@ impl<K: Hash + Eq> Pending<K> {
     pub(crate) fn get(&self, key: &TaskKey<K>) -> Option<(i64, u64)> {
         match self.probe(key) {
             (_, Some(pos)) => Some((self.lane.at(pos).due, self.lane.at(pos).seq)),
-            (_, None) => self.heap.get(key),
+            (probe, None) if probe.found() => self.heap.get(key),
+            (probe, None) => {
+                let (hold, i) = self.find_held(spread(&probe), key)?;
+                let entry = &hold.waiting[i].1;
+                Some((entry.due, entry.seq))
+            }
         }
     }
 
     /// True if `key` has a pending task.
     pub(crate) fn contains_key(&self, key: &TaskKey<K>) -> bool {
-        let (probe, in_lane) = self.probe(key);
-        probe.found() || in_lane.is_some()
+        self.get(key).is_some()
+    }
+
+    /// Take `key`'s task out of the hold it waits in (only the one stamped
+    /// `seq`, if given); `hash` is the lane's hash of the key.
+    fn take_held(&mut self, hash: u64, key: &TaskKey<K>, seq: Option<u64>) -> Option<PoolEntry<K>> {
+        let (mut hold, i) = self.find_held(hash, key)?;
+        if seq.is_some_and(|seq| hold.waiting[i].1.seq != seq) {
+            return None;
+        }
+        let (_, entry) = hold.waiting.remove(i)?;
+        drop(hold);
+        let seq = entry.seq;
+        self.held.retain(|at| at.seq != seq);
+        Some(entry)
     }
 
     /// Admit a task (step 6): replace `key`'s pending task, or add a new one
@@ -280,7 +396,17 @@ impl<K: Hash + Eq> Pending<K> {
         if let Some(pos) = in_lane {
             return Ok(self.replace_in_lane(probe, pos, key, due, task));
         }
-        let fits = self.len() < limit;
+        if let Some(old) = self.take_held_probed(&probe, &key) {
+            return Ok(self.replaced_by(probe, old, key, due, task));
+        }
+        // The records bound what the holds have (a task started from one
+        // leaves its record behind): counted exactly only near the limit.
+        let others = self.heap.len() + self.lane.live;
+        let held = match others + self.held.len() < limit {
+            true => self.held.len(),
+            false => self.held_len(),
+        };
+        let fits = others + held < limit;
         if !probe.found() && fits && due <= now && self.lane.keeps_order(due) {
             let seq = self.heap.take_seq();
             let entry = Entry {
@@ -292,9 +418,19 @@ impl<K: Hash + Eq> Pending<K> {
             self.lane.push(spread(&probe), entry);
             return Ok(Inserted::New { seq });
         }
-        let heap_limit = limit.saturating_sub(self.lane.live);
+        let heap_limit = limit.saturating_sub(self.lane.live + held);
         self.heap
             .try_insert_probed(probe, key, due, task, heap_limit)
+    }
+
+    /// `key`'s task out of the hold it waits in, if the heap does not have
+    /// it (`probe`) and a hold may (there are records).
+    #[inline]
+    fn take_held_probed(&mut self, probe: &Probe, key: &TaskKey<K>) -> Option<PoolEntry<K>> {
+        if probe.found() || self.held.is_empty() {
+            return None;
+        }
+        self.take_held(spread(probe), key, None)
     }
 
     /// Insert or replace, as the heap does, for tasks put back by a worker.
@@ -307,6 +443,9 @@ impl<K: Hash + Eq> Pending<K> {
         match self.probe(&key) {
             (probe, Some(pos)) => self.replace_in_lane(probe, pos, key, due, task),
             (probe, None) => {
+                if let Some(old) = self.take_held_probed(&probe, &key) {
+                    return self.replaced_by(probe, old, key, due, task);
+                }
                 let put = self
                     .heap
                     .try_insert_probed(probe, key, due, task, usize::MAX);
@@ -328,11 +467,25 @@ impl<K: Hash + Eq> Pending<K> {
         task: Task,
     ) -> Inserted<TaskKey<K>, Task> {
         let old = self.lane.take(pos);
+        self.replaced_by(probe, old, key, due, task)
+    }
+
+    /// Put a task due at `due` into the heap in place of `old`, an entry
+    /// already taken out of the lane or a hold. `probe` is the heap's for
+    /// `key`, which did not have it.
+    fn replaced_by(
+        &mut self,
+        probe: Probe,
+        old: PoolEntry<K>,
+        key: TaskKey<K>,
+        due: i64,
+        task: Task,
+    ) -> Inserted<TaskKey<K>, Task> {
         let put = self
             .heap
             .try_insert_probed(probe, key, due, task, usize::MAX);
         let Ok(Inserted::New { seq }) = put else {
-            unreachable!("a key in the lane is not in the heap")
+            unreachable!("a key in the lane or a hold is not in the heap")
         };
         Inserted::Replaced {
             seq,
@@ -346,14 +499,17 @@ impl<K: Hash + Eq> Pending<K> {
     /// Move `key`'s pending task to `due`, keeping its task and stamp; its
     /// old due time, or `None` if nothing is pending under it.
     pub(crate) fn reschedule(&mut self, key: &TaskKey<K>, due: i64) -> Option<i64> {
-        let Some(pos) = self.probe(key).1 else {
-            return self.heap.reschedule(key, due);
+        let mut entry = match self.probe(key) {
+            (_, Some(pos)) => self.lane.take(pos),
+            (probe, None) => match self.take_held_probed(&probe, key) {
+                Some(entry) => entry,
+                None => return self.heap.reschedule(key, due),
+            },
         };
-        let mut entry = self.lane.take(pos);
         let old = entry.due;
         entry.due = due;
         if let Err(entry) = self.heap.restore(entry) {
-            debug_assert!(false, "a key in the lane is not in the heap");
+            debug_assert!(false, "a key in the lane or a hold is not in the heap");
             drop(entry);
         }
         Some(old)
@@ -362,7 +518,9 @@ impl<K: Hash + Eq> Pending<K> {
     /// Put back a task taken out earlier (held for its busy key), keeping its
     /// stamp; gives it back if its key is pending again.
     pub(crate) fn restore(&mut self, entry: PoolEntry<K>) -> Result<(), PoolEntry<K>> {
-        if self.probe(&entry.key).1.is_some() {
+        let (probe, in_lane) = self.probe(&entry.key);
+        let held = || self.find_held(spread(&probe), &entry.key).is_some();
+        if in_lane.is_some() || (!probe.found() && held()) {
             return Err(entry);
         }
         self.heap.restore(entry)
@@ -372,16 +530,22 @@ impl<K: Hash + Eq> Pending<K> {
     pub(crate) fn remove(&mut self, key: &TaskKey<K>) -> Option<PoolEntry<K>> {
         match self.probe(key) {
             (_, Some(pos)) => Some(self.lane.take(pos)),
-            (probe, None) => self.heap.remove_probed(probe),
+            (probe, None) => match self.take_held_probed(&probe, key) {
+                Some(entry) => Some(entry),
+                None => self.heap.remove_probed(probe),
+            },
         }
     }
 
     /// Take out `key`'s pending task only if its stamp is `seq`.
     pub(crate) fn remove_seq(&mut self, key: &TaskKey<K>, seq: u64) -> Option<PoolEntry<K>> {
-        match self.probe(key).1 {
-            Some(pos) if self.lane.at(pos).seq == seq => Some(self.lane.take(pos)),
-            Some(_) => None,
-            None => self.heap.remove_seq(key, seq),
+        match self.probe(key) {
+            (_, Some(pos)) if self.lane.at(pos).seq == seq => Some(self.lane.take(pos)),
+            (_, Some(_)) => None,
+            (probe, None) if probe.found() || self.held.is_empty() => {
+                self.heap.remove_seq(key, seq)
+            }
+            (probe, None) => self.take_held(spread(&probe), key, Some(seq)),
         }
     }
 
@@ -394,19 +558,105 @@ impl<K: Hash + Eq> Pending<K> {
             .filter(|(filed, _)| filed.as_ref().is_some_and(|(_, e)| pred(&e.value)))
             .map(|(_, pos)| pos)
             .collect();
-        let mut out = self.heap.remove_where(pred);
+        let mut out = self.heap.remove_where(&mut pred);
         out.extend(picked.into_iter().map(|pos| self.lane.take(pos)));
+        for mut hold in held_by(&self.holds, &self.held) {
+            let waiting = std::mem::take(&mut hold.waiting);
+            for (hash, e) in waiting {
+                match pred(&e.value) {
+                    true => out.push(e),
+                    false => hold.waiting.push_back((hash, e)),
+                }
+            }
+        }
         out
     }
 
     /// Take out every pending task, in (due, stamp) order.
     pub(crate) fn drain(&mut self) -> Vec<PoolEntry<K>> {
         let mut out = self.heap.drain();
-        if self.lane.live > 0 {
+        let held = self.held_len() > 0;
+        for mut hold in held_by(&self.holds, &self.held) {
+            out.extend(hold.waiting.drain(..).map(|(_, e)| e));
+        }
+        self.held.clear();
+        if self.lane.live > 0 || held {
             out.extend(self.lane.drain());
             out.sort_by_key(|e| (e.due, e.seq));
         }
         out
+    }
+
+    /// Step 4b: after a start from the lane, move up to [`HOLD_MAX`] - 1
+    /// more due plain one-shot tasks from the lane's front into
+    /// `worker`'s hold (empty now: only its worker fills it, and only once
+    /// it has emptied it), while the lane holds a backlog (two tasks per
+    /// worker of `workers` for each one taken) and its front comes before
+    /// the heap's head. Returns how many moved. Runs no user code.
+    pub(crate) fn fill_hold(&mut self, now: i64, worker: usize, workers: usize) -> usize {
+        self.forget_held(worker);
+        // Under loom a hold takes whatever is due, so that two tasks
+        // exercise it.
+        let per = if cfg!(loom) { 1 } else { 2 * workers };
+        let n = (self.lane.live / per).min(HOLD_MAX - 1);
+        if n == 0 {
+            return 0;
+        }
+        let mut hold = self.holds[worker].lock();
+        debug_assert!(hold.waiting.is_empty(), "a hold filled twice");
+        while hold.waiting.len() < n {
+            let Some(Some((hash, front))) = self.lane.queue.front() else {
+                break;
+            };
+            let (due, seq, hash) = (front.due, front.seq, *hash);
+            let plain = matches!(front.value, Task::Once(_) | Task::Watched(_));
+            let heap_first = self.heap.peek_stamp().is_some_and(|h| h < (due, seq));
+            if due > now || !plain || heap_first {
+                break;
+            }
+            hold.waiting.push_back(self.lane.take_filed(self.lane.base));
+            self.held.push(HeldAt { hash, worker, seq });
+        }
+        hold.waiting.len()
+    }
+
+    /// Drop `worker`'s records: its hold is empty (it is back for more).
+    pub(crate) fn forget_held(&mut self, worker: usize) {
+        if !self.held.is_empty() {
+            self.held.retain(|at| at.worker != worker);
+        }
+    }
+
+    /// Step 4c: take the first task waiting in another worker's hold, for
+    /// `worker`, which found nothing else due, to start at once. Runs no
+    /// user code.
+    pub(crate) fn steal(&mut self, worker: usize) -> Option<PoolEntry<K>> {
+        if self.faults.has(Fault::HoldNotShared) {
+            return None;
+        }
+        let others = self.held.iter().filter(|at| at.worker != worker);
+        let mut last = None;
+        for at in others {
+            if last == Some(at.worker) {
+                continue;
+            }
+            last = Some(at.worker);
+            let mut hold = self.holds[at.worker].lock();
+            if let Some((_, entry)) = hold.waiting.pop_front() {
+                drop(hold);
+                let seq = entry.seq;
+                self.held.retain(|at| at.seq != seq);
+                return Some(entry);
+            }
+        }
+        None
+    }
+
+    /// Call `f` with each task waiting in a hold.
+    pub(crate) fn each_held(&self, mut f: impl FnMut(&PoolEntry<K>)) {
+        for hold in held_by(&self.holds, &self.held) {
+            hold.waiting.iter().for_each(|(_, e)| f(e));
+        }
     }
 
     /// Tasks in the heap (its slots are numbered `0..heap_len()`).
@@ -501,11 +751,55 @@ mod tests {
         Task::Once(Box::new(Detached::new(|| ())))
     }
 
-    /// The model: key -> (due, stamp).
-    type Model = HashMap<u64, (i64, u64)>;
+    /// The model: key -> (due, stamp), and which keys wait in which hold.
+    #[derive(Default)]
+    struct Model {
+        tasks: HashMap<u64, (i64, u64)>,
+        held: HashMap<u64, usize>,
+    }
+
+    impl std::ops::Deref for Model {
+        type Target = HashMap<u64, (i64, u64)>;
+        fn deref(&self) -> &Self::Target {
+            &self.tasks
+        }
+    }
+
+    impl std::ops::DerefMut for Model {
+        fn deref_mut(&mut self) -> &mut Self::Target {
+            &mut self.tasks
+        }
+    }
+
+    impl Model {
+        fn new() -> Self {
+            Model::default()
+        }
+
+        /// Remove `k` wherever it is (a hold included).
+        fn remove(&mut self, k: &u64) -> Option<(i64, u64)> {
+            self.held.remove(k);
+            self.tasks.remove(k)
+        }
+
+        /// Put `k` at (due, stamp), out of any hold.
+        fn insert(&mut self, k: u64, s: (i64, u64)) {
+            self.held.remove(&k);
+            self.tasks.insert(k, s);
+        }
+    }
+
+    /// With two workers' holds.
+    fn pending() -> Pending<u64> {
+        Pending::new((0..2).map(|_| Hold::new()).collect(), Faults::default())
+    }
 
     fn earliest_due(model: &Model, now: i64) -> Option<(u64, (i64, u64))> {
-        let due = model.iter().filter(|(_, &(d, _))| d <= now);
+        let free = model
+            .tasks
+            .iter()
+            .filter(|(k, _)| !model.held.contains_key(k));
+        let due = free.filter(|(_, &(d, _))| d <= now);
         due.min_by_key(|(_, &stamp)| stamp).map(|(&k, &s)| (k, s))
     }
 
@@ -515,12 +809,14 @@ mod tests {
         }
     }
 
-    /// One random operation on both; they must agree.
-    fn step(p: &mut Pending<u64>, model: &mut Model, rng: &mut SmallRng, now: &mut i64) {
+    /// One random operation on both; they must agree. Returns how many
+    /// tasks went into a hold.
+    fn step(p: &mut Pending<u64>, model: &mut Model, rng: &mut SmallRng, now: &mut i64) -> usize {
+        let mut filled = 0;
         let k = rng.gen_range(0..64u64);
         let key = TaskKey::Keyed(k);
         let due = *now + rng.gen_range(-20..20);
-        match rng.gen_range(0..9) {
+        match rng.gen_range(0..12) {
             0..=2 => {
                 *now += rng.gen_range(0..3);
                 let limit = 48;
@@ -554,8 +850,8 @@ mod tests {
             6 => {
                 let old = p.reschedule(&key, due);
                 assert_eq!(old, model.get(&k).map(|s| s.0));
-                if let Some(s) = model.get_mut(&k) {
-                    s.0 = due;
+                if let Some(s) = model.get(&k).copied() {
+                    model.insert(k, (due, s.1));
                 }
             }
             7 => {
@@ -566,17 +862,67 @@ mod tests {
                     model.remove(&k);
                 }
             }
-            _ => assert_eq!(p.get(&key), model.get(&k).copied()),
+            8 => assert_eq!(p.get(&key), model.get(&k).copied()),
+            9 => {
+                // Fill a hold (only an empty one is filled): the earliest
+                // due tasks not held go in, in order.
+                let w = rng.gen_range(0..2);
+                if !p.holds[w].lock().waiting.is_empty() {
+                    return 0;
+                }
+                let n = p.fill_hold(*now, w, 1);
+                filled = n;
+                let moved: Vec<_> = p.holds[w]
+                    .lock()
+                    .waiting
+                    .iter()
+                    .map(|(_, e)| e.seq)
+                    .collect();
+                assert_eq!(moved.len(), n);
+                for seq in moved {
+                    let want = earliest_due(model, *now).map(|(k, s)| (k, s.1));
+                    let (k, want) = want.expect("a due task went into the hold");
+                    assert_eq!(seq, want, "the earliest due went in first");
+                    model.held.insert(k, w);
+                }
+            }
+            10 => {
+                // A worker starts the first task of its hold.
+                let w = rng.gen_range(0..2);
+                let got = p.holds[w].lock().waiting.pop_front();
+                if let Some((_, e)) = got {
+                    let TaskKey::Keyed(k) = e.key else { panic!() };
+                    assert_eq!(model.held.get(&k), Some(&w));
+                    assert_eq!(model.remove(&k), Some((e.due, e.seq)));
+                }
+            }
+            _ => {
+                // A worker with nothing due takes from another's hold.
+                let w = rng.gen_range(0..2);
+                match p.steal(w) {
+                    Some(e) => {
+                        let TaskKey::Keyed(k) = e.key else { panic!() };
+                        assert_eq!(model.held.get(&k), Some(&(1 - w)));
+                        assert_eq!(model.remove(&k), Some((e.due, e.seq)));
+                    }
+                    None => assert!(model.held.values().all(|&h| h == w)),
+                }
+            }
         }
         assert_eq!(p.len(), model.len());
-        let head = model.values().min().map(|s| s.0);
+        let free = model
+            .tasks
+            .iter()
+            .filter(|(k, _)| !model.held.contains_key(k));
+        let head = free.map(|(_, s)| *s).min().map(|s| s.0);
         assert_eq!(p.peek_due(), head);
         p.check_invariants().unwrap();
+        filled
     }
 
     #[test]
     fn a_lane_front_not_yet_due_waits_for_a_reading_that_finds_it_due() {
-        let mut p = Pending::new();
+        let mut p = pending();
         // Intake passed a reading at the task's own due time (10) while
         // the clock starts read is at 5: the lane takes it.
         let put = p.try_insert(TaskKey::Keyed(1), 10, task(), 8, 10);
@@ -591,13 +937,15 @@ mod tests {
     }
 
     #[test]
-    fn heap_and_lane_behave_as_one_map_ordered_by_due_and_stamp() {
+    fn heap_lane_and_holds_behave_as_one_map_ordered_by_due_and_stamp() {
         for seed in [1, 2, 3, rand::random()] {
             let mut rng = SmallRng::seed_from_u64(seed);
-            let (mut p, mut model, mut now) = (Pending::new(), Model::new(), 0);
+            let (mut p, mut model, mut now) = (pending(), Model::new(), 0);
+            let mut held = 0;
             for _ in 0..20_000 {
-                step(&mut p, &mut model, &mut rng, &mut now);
+                held += step(&mut p, &mut model, &mut rng, &mut now);
             }
+            assert!(held > 20, "the holds took part: {held}");
             let drained: Vec<_> = p.drain().iter().map(|e| (e.due, e.seq)).collect();
             let mut want: Vec<_> = model.values().copied().collect();
             want.sort();
@@ -609,7 +957,7 @@ mod tests {
 
     #[test]
     fn started_entries_leave_dead_index_slots_that_are_pruned_in_bulk() {
-        let mut p = Pending::<u64>::new();
+        let mut p = pending();
         let n = 1_000u64;
         for k in 0..n {
             p.try_insert(TaskKey::Keyed(k), k as i64, task(), usize::MAX, 1 << 40)
@@ -638,7 +986,7 @@ mod tests {
 
     #[test]
     fn a_due_arrival_in_order_joins_the_lane_and_an_emptied_lane_gives_its_buffers_up() {
-        let mut p = Pending::<u64>::new();
+        let mut p = pending();
         for k in 0..SHRINK_AT as u64 {
             p.try_insert(TaskKey::Keyed(k), k as i64, task(), usize::MAX, 1 << 40)
                 .ok()

@@ -3,9 +3,10 @@
 //!
 //! # Ground rules
 //!
-//! - The running keys are `State::running`, one slot per worker, kept by
-//!   the workers' own critical sections (`worker.rs`); a query reads them
-//!   under the state lock and clones nothing but what it returns.
+//! - The running keys are the workers' running slots, one per worker in
+//!   its hold (`hold.rs`), kept by the workers' own critical sections
+//!   (`worker.rs`); a query reads them under the state lock (and each
+//!   hold's, in the lock order) and clones nothing but what it returns.
 
 use super::outcome::Abandon;
 use super::task::TaskKey;
@@ -65,7 +66,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// ```
     pub fn is_running(&self, key: &K) -> bool {
         let st = self.shared.state.lock();
-        st.running.iter().flatten().any(|k| k.keyed() == Some(key))
+        self.shared.any_running(&st, |k| k.keyed() == Some(key))
     }
 }
 
@@ -143,7 +144,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             if removed.is_some() {
                 self.shared.notify_if_drained(&st);
             }
-            let running = removed.is_none() && st.running.iter().flatten().any(|k| *k == key);
+            let running = removed.is_none() && self.shared.any_running(&st, |k| *k == key);
             (removed, running, st.heap.take_retired())
         };
         drop(retired);
@@ -202,6 +203,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             if next == usize::MAX {
                 // Held tasks are few (one per busy key): read first and last.
                 keys.extend(st.exclusive.held_keys().filter_map(TaskKey::keyed).cloned());
+                // So are the tasks in the workers' holds.
+                st.heap.each_held(|e| keys.extend(e.key.keyed().cloned()));
             }
             let from = next.min(st.heap.heap_len());
             let to = from.saturating_sub(CHUNK);

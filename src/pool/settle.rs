@@ -22,8 +22,10 @@ impl<K: Key> Shared<K> {
     /// True when nothing due waits and nothing runs.
     fn is_settled(&self, st: &State<K>) -> bool {
         let now = self.time.now().ns;
-        let due = st.heap.peek_due().is_some_and(|d| d <= now) || !st.exclusive.is_empty();
-        !due && st.started == self.counters.finished() && st.running.iter().all(Option::is_none)
+        let due = st.heap.peek_due().is_some_and(|d| d <= now)
+            || !st.exclusive.is_empty()
+            || st.heap.held_waiting();
+        !due && self.started(st) == self.counters.finished() && !self.any_running(st, |_| true)
     }
 
     /// Wait until settled, or `deadline` (`None`: without a bound).
@@ -57,10 +59,13 @@ impl<K: Key> Shared<K> {
     /// under the lock, named and dropped after it.
     fn unsettled(&self, st: MutexGuard<'_, State<K>>) -> Error {
         let finished = self.counters.finished();
-        let running = st.started.saturating_sub(finished) as usize;
+        let running = self.started(&st).saturating_sub(finished) as usize;
         let pending = st.heap.len() + st.exclusive.len();
         let keys = match self.key_names {
-            Some(_) => st.running.iter().flatten().cloned().collect(),
+            Some(_) => self
+                .each_hold(&st)
+                .filter_map(|h| h.running.clone())
+                .collect(),
             None => Vec::new(),
         };
         drop(st);
@@ -85,8 +90,12 @@ impl<K: Key> Shared<K> {
     /// The caller's keys of the tasks running now, cloned under the lock.
     pub(crate) fn running_keys(&self) -> Vec<K> {
         let st = self.state.lock();
-        let keyed = st.running.iter().flatten().filter_map(TaskKey::keyed);
-        keyed.cloned().collect()
+        let keyed = |h: crate::sync::MutexGuard<'_, super::hold::Held<K>>| {
+            h.running.as_ref().and_then(TaskKey::keyed).cloned()
+        };
+        let keys = self.each_hold(&st).filter_map(keyed).collect();
+        drop(st);
+        keys
     }
 
     /// A worker found nothing due: wake those who wait to settle.

@@ -3,9 +3,10 @@
 //!
 //! # Ground rules
 //!
-//! - `Shared::state` guards the pending tasks (heap and ready lane), the
+//! - `Shared::state` guards the pending tasks (heap and ready lane; the
+//!   workers' holds, which have locks of their own, are taken after it), the
 //!   exclusive keys' `busy` and `held` sets, the mode, the wake-up count,
-//!   the count of started runs, the running keys, the latest clock reading
+//!   the count of runs started under it, the latest clock reading
 //!   seen and the number of callers waiting to settle. No task and no
 //!   closure's `Drop` runs under it (a key's `Hash`, `Eq` and `Clone` and
 //!   the clock do, contained): closures that are replaced, cancelled or shut
@@ -24,13 +25,14 @@ use super::completion::{Observe, Sink};
 use super::exclusive::ExclusiveKeys;
 use super::fault::{Fault, Faults};
 use super::handoff::{Mailbox, Msg};
+use super::hold::{Held, Hold};
 use super::outcome::Abandon;
 use super::pending::Pending;
 use super::stats::Counters;
 use super::task::{Task, TaskKey};
 use super::time::Timeline;
 use crate::clock::Wake;
-use crate::sync::{thread, AtomicU64, Condvar, Mutex, Ordering};
+use crate::sync::{thread, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::hash::Hash;
 use std::sync::OnceLock;
 
@@ -80,16 +82,11 @@ pub(crate) struct State<K> {
     /// due by then is due on arrival, and reads the clock itself only for
     /// tasks due within [`NEAR`] of it (`intake.rs`).
     pub(crate) seen_now: i64,
-    /// The running keys, one slot per worker: the key of the task the
-    /// worker started, moved in by the critical section that starts it and
-    /// taken back by the next one the worker holds (its next start, or
-    /// settling a periodic run or an exclusive key), so the record costs
-    /// no lock and no clone. Dropped outside the lock.
-    pub(crate) running: Vec<Option<TaskKey<K>>>,
 }
 
 impl<K> State<K> {
-    /// Pending tasks, in the heap or held.
+    /// Pending tasks, in the heap, the lane, the workers' holds or held
+    /// for their keys.
     pub(crate) fn pending(&self) -> usize {
         self.heap.len() + self.exclusive.len()
     }
@@ -101,6 +98,9 @@ pub(crate) struct Shared<K> {
     pub(crate) state: Mutex<State<K>>,
     /// The leader's wait; notified when the head or the mode changes.
     pub(crate) leader_cv: Condvar,
+    /// The workers' holds and running slots, one per worker (`hold.rs`);
+    /// `State::heap` shares them.
+    pub(crate) holds: Arc<[Hold<K>]>,
     /// The pool's clock and epoch.
     pub(crate) time: Timeline,
     /// Hand-off channel, where the free workers wait: the lead token, the
@@ -150,9 +150,11 @@ impl<K: Key> Shared<K> {
         mut observe: Observe<K>,
     ) -> Self {
         let faults = config.faults;
+        let holds: Arc<[Hold<K>]> = (0..config.workers).map(|_| Hold::new()).collect();
         Shared {
+            holds: holds.clone(),
             state: Mutex::new(State {
-                heap: Pending::new(),
+                heap: Pending::new(holds, faults),
                 exclusive: ExclusiveKeys::new(config.exclusive_keys, faults),
                 mode: Mode::Running,
                 wakeups: 0,
@@ -160,7 +162,6 @@ impl<K: Key> Shared<K> {
                 started: 0,
                 settle_waiters: 0,
                 seen_now: 0, // the epoch: the clock read when the pool started
-                running: (0..config.workers).map(|_| None).collect(),
             }),
             leader_cv: Condvar::new(),
             time: Timeline::new(config.clock.clone()),
@@ -179,6 +180,30 @@ impl<K: Key> Shared<K> {
             #[cfg(feature = "tracing")]
             key_format: observe.key_format,
         }
+    }
+
+    /// The workers' holds, locked one after another; the caller holds the
+    /// state lock (the lock order).
+    pub(crate) fn each_hold(
+        &self,
+        _st: &State<K>,
+    ) -> impl Iterator<Item = MutexGuard<'_, Held<K>>> {
+        self.holds.iter().map(Hold::lock)
+    }
+
+    /// True if a worker's running slot holds a key `pred` picks.
+    pub(crate) fn any_running(
+        &self,
+        st: &State<K>,
+        mut pred: impl FnMut(&TaskKey<K>) -> bool,
+    ) -> bool {
+        self.each_hold(st)
+            .any(|h| h.running.as_ref().is_some_and(&mut pred))
+    }
+
+    /// Runs workers started: under the state lock, and from their holds.
+    pub(crate) fn started(&self, st: &State<K>) -> u64 {
+        st.started + self.each_hold(st).map(|h| h.started).sum::<u64>()
     }
 
     /// A fresh key for a keyless task (taken before the lock: it only needs

@@ -79,6 +79,11 @@ pub struct Stats {
     /// due: the cost of the deputy in wake-ups. An idle pool's deputy does
     /// not wake.
     pub deputy_wakeups: u64,
+    /// Due tasks workers took out of the ready lane into their holds, a
+    /// few at a time behind a task they started, to start them without
+    /// the pool's main lock (`docs/protocol.md`, step 4b). Held tasks stay
+    /// pending until they start. 0 unless due tasks pile up.
+    pub held: u64,
     /// Completion records lost: the completion channel
     /// ([`Builder::completions`](crate::Builder::completions)) was full, or
     /// the key's `Clone` panicked while making one. Always 0 without a
@@ -187,6 +192,8 @@ struct WorkerCounts {
     rescued: u64,
     /// Times the deputy's deadline passed.
     deputy_wakeups: u64,
+    /// Tasks taken into the hold.
+    held: u64,
     lateness: Histogram<u64>,
 }
 
@@ -211,6 +218,7 @@ impl Counters {
                         periodic_panics: 0,
                         rescued: 0,
                         deputy_wakeups: 0,
+                        held: 0,
                         lateness: Histogram::new_with_bounds(1, MAX_TRACKED_NS, 2)
                             .expect("constant histogram bounds are valid"),
                     }))
@@ -291,6 +299,13 @@ impl Counters {
         }
     }
 
+    /// Worker `worker` took `n` tasks into its hold.
+    pub(crate) fn held(&self, worker: usize, n: usize) {
+        if let Some(w) = self.workers.get(worker) {
+            w.0.lock().held += n as u64;
+        }
+    }
+
     /// Worker `worker`'s deadline as the deputy passed.
     pub(crate) fn deputy_woke(&self, worker: usize) {
         if let Some(w) = self.workers.get(worker) {
@@ -324,7 +339,7 @@ impl Counters {
         let mut all = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_NS, 2)
             .expect("constant histogram bounds are valid");
         let (mut completed, mut panicked, mut expired, mut runs, mut run_panics) = (0, 0, 0, 0, 0);
-        let (mut rescued, mut deputy_wakeups) = (0, 0);
+        let (mut rescued, mut deputy_wakeups, mut held) = (0, 0, 0);
         for w in &self.workers {
             let c = w.0.lock();
             // Same bounds on both sides: adding cannot fail.
@@ -336,6 +351,7 @@ impl Counters {
             run_panics += c.periodic_panics;
             rescued += c.rescued;
             deputy_wakeups += c.deputy_wakeups;
+            held += c.held;
         }
         let q = |q: f64| Duration::from_nanos(all.value_at_quantile(q));
         let panicked = panicked + self.lost.load(Relaxed);
@@ -355,6 +371,7 @@ impl Counters {
             leader_wakeups,
             rescued,
             deputy_wakeups,
+            held,
             completions_dropped: self.completions_dropped.load(Relaxed),
             lateness: Lateness {
                 count: all.len(),

@@ -16,10 +16,15 @@
 //!   settle: a periodic task to put back (step 10) or an exclusive key to
 //!   release (step 11). See `docs/protocol.md`.
 //! - The critical section that starts a task moves its key into the
-//!   worker's slot of `State::running`; the worker's next critical section
-//!   (its next start, or settling the run) takes it back, and the key is
-//!   dropped after that lock is released. So the record of running keys
-//!   costs no lock and no clone.
+//!   worker's running slot (in its hold, `hold.rs`); the worker's next
+//!   critical section (its next start, or settling the run) takes it back,
+//!   and the key is dropped after that lock is released. So the record of
+//!   running keys costs no extra lock round and no clone.
+//! - A worker that starts a plain one-shot task from a backlog in the
+//!   ready lane takes a few more due ones into its hold in the same
+//!   critical section (step 4b) and starts them one by one under the
+//!   hold's own lock; with nothing else due it takes from another
+//!   worker's hold (step 4c), so no task waits behind a running one.
 //! - A task's own panic is caught in its run. Any other user code a worker
 //!   runs (a key's traits while settling, the `Drop` of a key) is contained
 //!   too: a panic there is counted and the worker keeps serving; keys are
@@ -43,7 +48,7 @@ pub(crate) struct Claimed<K> {
     /// The task.
     task: Runnable,
     /// Its number if it is keyless; `None` if it has a caller's key (which
-    /// waits in the worker's slot of `State::running`, for periodic
+    /// waits in the worker's running slot, for periodic
     /// re-insertion and exclusive keys).
     anon: Option<u64>,
     /// A copy of its key, only while a completion stream or tracing shows
@@ -200,13 +205,13 @@ fn run_due<K: Key>(
     rescue: bool,
 ) -> Option<i64> {
     let watch = loop {
-        let c = match contain(shared, || start_one(shared, index)) {
+        let c = match contain(shared, || start_next(shared, index)) {
             Some(Ok(c)) => c,
             Some(Err(next)) => break next,
             None => {
                 // Cold: a key's traits panicked mid-start; the running slot
                 // may still hold the previous run's key.
-                let ended = shared.state.lock().running[index].take();
+                let ended = shared.holds[index].lock().running.take();
                 drop_key(shared, ended);
                 break None;
             }
@@ -225,6 +230,52 @@ fn run_due<K: Key>(
     watch
 }
 
+/// Step 4: start the next task from this worker's hold (step 4b), or
+/// else the earliest due one (step 4).
+fn start_next<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Option<i64>> {
+    match start_held(shared, index) {
+        Some(c) => Ok(c),
+        None => start_one(shared, index),
+    }
+}
+
+/// Step 4b: take the first task out of this worker's hold to run it now,
+/// under the hold's lock only, moving its key into the running slot in
+/// the same critical section; from here `cancel` returns false for it.
+/// The clock is read to date the start: the task was due by a reading
+/// taken when it went into the hold. `None`: the hold is empty.
+fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
+    let mut hold = shared.holds[index].lock();
+    let (_, entry) = hold.waiting.pop_front()?;
+    let task = match entry.value {
+        Task::Once(job) => Runnable::Once(job),
+        Task::Watched(job) => Runnable::Watched(job),
+        other => {
+            debug_assert!(false, "only plain one-shot tasks are held");
+            drop(hold);
+            other.lose();
+            return None;
+        }
+    };
+    hold.started += 1;
+    let at = shared.time.now();
+    let shown = shared.shows_keys().then(|| show(shared, &entry.key));
+    let anon = match entry.key {
+        TaskKey::Keyed(_) => None,
+        TaskKey::Anon(n) => Some(n),
+    };
+    let ended = hold.running.replace(entry.key);
+    drop(hold);
+    drop_key(shared, ended);
+    Some(Claimed {
+        task,
+        anon,
+        shown,
+        due: entry.due,
+        at,
+    })
+}
+
 /// Step 4: take the earliest due task out of the heap to run it now. From
 /// here `cancel` returns false for it. Exclusive keys hold a task whose key
 /// is busy (step 11); a periodic task leaves its stand-in (step 10); a task
@@ -239,9 +290,13 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
     let now = shared.time.now();
     st.seen_now = st.seen_now.max(now.ns);
     loop {
-        let Some(entry) = st.heap.pop_due(now.ns) else {
+        // Step 4c: with nothing else due, the first task of another
+        // worker's hold, so none waits behind a running task.
+        let popped = st.heap.pop_due(now.ns);
+        let Some(entry) = popped.or_else(|| st.heap.steal(index)) else {
             let next = st.heap.peek_due();
-            let ended = st.running[index].take();
+            st.heap.forget_held(index);
+            let ended = shared.holds[index].lock().running.take();
             shared.notify_if_drained(&st);
             shared.notify_settle(&st);
             let retired = st.heap.take_retired();
@@ -256,7 +311,10 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
                     claimed.shown = Some(show(shared, &key));
                 }
                 st.started += 1;
-                let ended = st.running[index].replace(key);
+                let ended = shared.holds[index].lock().running.replace(key);
+                if holds_tasks(shared, &claimed) {
+                    fill(shared, &mut st, now.ns, index);
+                }
                 drop(st);
                 drop_key(shared, ended);
                 return Ok(claimed);
@@ -264,6 +322,24 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
             Some(None) => {} // held for its busy key
             None => shared.counters.lost_to_a_panic(),
         }
+    }
+}
+
+/// True if a worker that started `claimed` may take more due tasks into
+/// its hold: a plain one-shot task, in a pool without exclusive keys.
+fn holds_tasks<K: Key>(shared: &Shared<K>, claimed: &Claimed<K>) -> bool {
+    let plain = matches!(claimed.task, Runnable::Once(_) | Runnable::Watched(_));
+    plain && !shared.config.exclusive_keys
+}
+
+/// Step 4b, under the state lock: move a few more due tasks into worker
+/// `index`'s hold; if any moved, notify the leader, so that a free worker
+/// takes from the hold rather than wait while this one runs.
+fn fill<K: Key>(shared: &Shared<K>, st: &mut State<K>, now: i64, index: usize) {
+    let n = st.heap.fill_hold(now, index, shared.config.workers);
+    if n > 0 {
+        shared.leader_cv.notify_one();
+        shared.counters.held(index, n);
     }
 }
 
@@ -433,7 +509,7 @@ fn settle<K: Key>(shared: &Shared<K>, index: usize, finished: Finished, exclusiv
         let mut guard = shared.state.lock();
         let st = &mut *guard;
         // The run's key, out of the running slot its start put it in.
-        let Some(key) = st.running[index].take() else {
+        let Some(key) = shared.holds[index].lock().running.take() else {
             debug_assert!(false, "a settled run had no running key");
             drop(guard);
             return drop_quietly(finished);
@@ -516,6 +592,7 @@ fn put_back<K: Key>(
 mod tests {
     use super::*;
     use crate::pool::completion::Observe;
+    use crate::pool::hold::HOLD_MAX;
     use crate::pool::intake::Arrival;
     use crate::pool::task::{Joint, SlotOf, Watched};
     use crate::sync::Arc;
@@ -574,6 +651,108 @@ mod tests {
             0,
             "counted by `work`"
         );
+    }
+
+    /// Admit `n` tasks under keys `0..n`, due now, each counting its run
+    /// in `ran`.
+    fn admit_due(shared: &Shared<u64>, n: u64, ran: &Arc<std::sync::atomic::AtomicU64>) {
+        let due = shared.time.now().ns;
+        let arrivals = (0..n).map(|k| {
+            let ran = ran.clone();
+            let job = crate::pool::task::Detached::new(move || {
+                ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+            Arrival {
+                key: TaskKey::Keyed(k),
+                due,
+                task: Task::Once(Box::new(job)),
+            }
+        });
+        let arrivals: Vec<_> = arrivals.collect();
+        shared
+            .admit(arrivals.into_iter(), |_, _| ())
+            .expect("admitted");
+    }
+
+    #[test]
+    fn a_start_from_a_backlog_fills_the_hold_whose_tasks_stay_pending_until_started() {
+        let shared = engine_of(2);
+        let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        admit_due(&shared, 100, &ran);
+        let Ok(first) = start_one(&shared, 0) else {
+            panic!("a due task")
+        };
+        let held = shared.holds[0].lock().waiting.len();
+        assert_eq!(held, HOLD_MAX - 1, "a backlog fills the hold");
+        assert_eq!(shared.state.lock().pending(), 99, "held tasks are pending");
+        // Held keys 1..=15: cancel, replace, reschedule and due_of find them.
+        assert!(shared.cancel(&TaskKey::Keyed(1), None), "cancel finds it");
+        assert!(!shared.cancel(&TaskKey::Keyed(1), None), "once");
+        let st = shared.state.lock();
+        assert!(st.heap.get(&TaskKey::Keyed(2)).is_some(), "due_of finds it");
+        drop(st);
+        admit_due_one(&shared, 3);
+        assert_eq!(shared.holds[0].lock().waiting.len(), HOLD_MAX - 3);
+        assert!(shared.reschedule(&TaskKey::Keyed(4), shared.time.now().ns));
+        assert_eq!(shared.holds[0].lock().waiting.len(), HOLD_MAX - 4);
+        // The owner starts the next task from its hold, under its lock only.
+        let Ok(next) = start_next(&shared, 0) else {
+            panic!("from the hold")
+        };
+        assert_eq!(next.due, first.due);
+        assert!(!shared.cancel(&TaskKey::Keyed(2), None), "started");
+        let st = shared.state.lock();
+        assert!(shared.any_running(&st, |k| *k == TaskKey::Keyed(2)));
+        drop(st);
+        // shutdown_now returns what still waits in the hold.
+        let returned = shared.stop_now();
+        for k in 5..HOLD_MAX as u64 {
+            assert!(returned.contains(&k), "held key {k} returned");
+        }
+        assert!(shared.holds[0].lock().waiting.is_empty());
+        assert_eq!(shared.state.lock().pending(), 0);
+        execute(&shared, 0, first);
+        execute(&shared, 0, next);
+        assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 2);
+    }
+
+    /// Admit one task due now under `key`.
+    fn admit_due_one(shared: &Shared<u64>, key: u64) {
+        let arrival = Arrival {
+            key: TaskKey::Keyed(key),
+            due: shared.time.now().ns + 3_600_000_000_000,
+            task: Task::Once(Box::new(crate::pool::task::Detached::new(|| ()))),
+        };
+        let mut replaced = false;
+        shared
+            .admit(std::iter::once(arrival), |_, stamp| {
+                replaced = stamp.replaced
+            })
+            .expect("admitted");
+        assert!(replaced, "the held task was replaced");
+    }
+
+    #[test]
+    fn a_worker_with_nothing_else_due_takes_from_another_workers_hold() {
+        let shared = engine_of(2);
+        let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        admit_due(&shared, 4 * 2 + 1, &ran);
+        let Ok(first) = start_one(&shared, 0) else {
+            panic!("a due task")
+        };
+        let held = shared.holds[0].lock().waiting.len();
+        assert_eq!(held, 2, "two tasks per worker behind each held one");
+        // Worker 1 drains the lane, then takes worker 0's held tasks.
+        let mut started = vec![first];
+        while let Ok(c) = start_next(&shared, 1) {
+            started.push(c);
+        }
+        assert!(shared.holds[0].lock().waiting.is_empty(), "taken over");
+        assert_eq!(started.len(), 9);
+        for c in started {
+            execute(&shared, 1, c);
+        }
+        assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 9);
     }
 
     #[test]

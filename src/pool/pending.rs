@@ -72,6 +72,10 @@ pub(crate) struct Pending<K> {
     /// until its worker next fills its hold; a task started since (which
     /// left its hold without the state lock) is simply not found there.
     held: Vec<HeldAt>,
+    /// A bit per bucket of the records' hashes ([`bucket`]): a key whose
+    /// bucket is clear is in no hold, and a new key in a burst (nearly
+    /// every admission) skips the search of the records.
+    held_filter: u128,
     /// The protocol step the loom models asked to break, if any.
     faults: Faults,
 }
@@ -128,6 +132,12 @@ struct Lane<K> {
     /// Due time of the last entry pushed (live or not): a new entry due no
     /// earlier keeps the order.
     last_due: i64,
+}
+
+/// A record's bit in `Pending::held_filter`: the top seven bits of the
+/// lane's hash of its key.
+fn bucket(hash: u64) -> u128 {
+    1 << (hash >> 57)
 }
 
 /// The locked holds of the workers that have a record in `held` (a
@@ -302,6 +312,7 @@ impl<K: Hash + Eq> Pending<K> {
             lane: Lane::new(),
             holds,
             held: Vec::new(),
+            held_filter: 0,
             faults,
         }
     }
@@ -309,7 +320,8 @@ impl<K: Hash + Eq> Pending<K> {
     /// The hold in which `key`'s task waits, locked, and where in it;
     /// `hash` is the lane's hash of the key. Runs the key's `Eq`.
     fn find_held(&self, hash: u64, key: &TaskKey<K>) -> Option<(MutexGuard<'_, Held<K>>, usize)> {
-        if self.held.is_empty() || self.faults.has(Fault::LookupSkipsHolds) {
+        let absent = self.held_filter & bucket(hash) == 0;
+        if absent || self.faults.has(Fault::LookupSkipsHolds) {
             return None;
         }
         find_held(&self.holds, &self.held, hash, key)
@@ -376,6 +388,7 @@ impl<K: Hash + Eq> Pending<K> {
         drop(hold);
         let seq = entry.seq;
         self.held.retain(|at| at.seq != seq);
+        self.refilter();
         Some(entry)
     }
 
@@ -580,6 +593,7 @@ impl<K: Hash + Eq> Pending<K> {
             out.extend(hold.waiting.drain(..).map(|(_, e)| e));
         }
         self.held.clear();
+        self.held_filter = 0;
         if self.lane.live > 0 || held {
             out.extend(self.lane.drain());
             out.sort_by_key(|e| (e.due, e.seq));
@@ -616,14 +630,21 @@ impl<K: Hash + Eq> Pending<K> {
             }
             hold.waiting.push_back(self.lane.take_filed(self.lane.base));
             self.held.push(HeldAt { hash, worker, seq });
+            self.held_filter |= bucket(hash);
         }
         hold.waiting.len()
+    }
+
+    /// Rebuild the filter from the records that are left.
+    fn refilter(&mut self) {
+        self.held_filter = self.held.iter().fold(0, |f, at| f | bucket(at.hash));
     }
 
     /// Drop `worker`'s records: its hold is empty (it is back for more).
     pub(crate) fn forget_held(&mut self, worker: usize) {
         if !self.held.is_empty() {
             self.held.retain(|at| at.worker != worker);
+            self.refilter();
         }
     }
 
@@ -646,6 +667,7 @@ impl<K: Hash + Eq> Pending<K> {
                 drop(hold);
                 let seq = entry.seq;
                 self.held.retain(|at| at.seq != seq);
+                self.refilter();
                 return Some(entry);
             }
         }
@@ -734,6 +756,9 @@ impl<K: Hash + Eq> Pending<K> {
         }
         if matches!(self.lane.queue.front(), Some(None)) {
             return Err("a hole at the lane's front".into());
+        }
+        if self.held.iter().any(|at| self.held_filter & bucket(at.hash) == 0) {
+            return Err("a held task's record is missing from the filter".into());
         }
         Ok(())
     }

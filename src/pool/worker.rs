@@ -312,10 +312,14 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
                 }
                 st.started += 1;
                 let ended = shared.holds[index].lock().running.replace(key);
-                if holds_tasks(shared, &claimed) {
-                    fill(shared, &mut st, now.ns, index);
-                }
+                let held = match holds_tasks(shared, &claimed) {
+                    true => fill(shared, &mut st, now.ns, index),
+                    false => 0,
+                };
                 drop(st);
+                if held > 0 {
+                    shared.counters.held(index, held);
+                }
                 drop_key(shared, ended);
                 return Ok(claimed);
             }
@@ -334,13 +338,14 @@ fn holds_tasks<K: Key>(shared: &Shared<K>, claimed: &Claimed<K>) -> bool {
 
 /// Step 4b, under the state lock: move a few more due tasks into worker
 /// `index`'s hold; if any moved, notify the leader, so that a free worker
-/// takes from the hold rather than wait while this one runs.
-fn fill<K: Key>(shared: &Shared<K>, st: &mut State<K>, now: i64, index: usize) {
+/// takes from the hold rather than wait while this one runs. Returns how
+/// many moved.
+fn fill<K: Key>(shared: &Shared<K>, st: &mut State<K>, now: i64, index: usize) -> usize {
     let n = st.heap.fill_hold(now, index, shared.config.workers);
     if n > 0 {
         shared.leader_cv.notify_one();
-        shared.counters.held(index, n);
     }
+    n
 }
 
 /// A copy of a started task's key for its completion record and tracing

@@ -243,3 +243,40 @@ fn tasks_in_a_blocked_workers_hold_run_on_the_free_worker() {
     assert_eq!(ran.load(SeqCst), 199);
     assert!(pool.stats().held > 0, "the workers filled their holds");
 }
+
+#[test]
+fn a_free_worker_takes_held_tasks_before_later_ones() {
+    // As above, but the free worker's start order is checked: tasks held
+    // behind the blocked one are earlier (due order, then scheduling
+    // order) than those still in the lane, so they start first, not after
+    // the backlog.
+    let (clock, pool) = manual_pool::<u64>(2);
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (all_ran_tx, all_ran_rx) = mpsc::channel::<()>();
+    let all_ran_tx = Arc::new(std::sync::Mutex::new(Some(all_ran_tx)));
+    type Job = Box<dyn FnOnce() + Send>;
+    let first: Job = Box::new(move || {
+        let _ = all_ran_rx.recv_timeout(BOUND);
+    });
+    let rest = (1..200u64).map(|k| {
+        let (order, tx) = (order.clone(), all_ran_tx.clone());
+        let job: Job = Box::new(move || {
+            let mut order = order.lock().unwrap();
+            order.push(k);
+            if order.len() == 199 {
+                drop(tx.lock().unwrap().take());
+            }
+        });
+        (k, clock.now(), job)
+    });
+    let tasks = std::iter::once((0, clock.now(), first)).chain(rest);
+    let handles = pool.schedule_batch(tasks).unwrap();
+    for h in handles {
+        assert_eq!(done(h), Outcome::Completed(()));
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order.len(), 199);
+    let late: Vec<_> = order.windows(2).filter(|w| w[0] > w[1]).collect();
+    assert!(late.is_empty(), "started out of order: {late:?}");
+    assert!(pool.stats().held > 0, "the workers filled their holds");
+}

@@ -140,19 +140,14 @@ fn bucket(hash: u64) -> u128 {
     1 << (hash >> 57)
 }
 
-/// The locked holds of the workers that have a record in `held` (a
-/// worker's records lie together: a fill appends them after dropping its
-/// old ones).
+/// The holds, locked one after another, if any task went into one since
+/// its worker last came back for more (there are records); none else.
 fn held_by<'a, K>(
     holds: &'a [Hold<K>],
-    held: &'a [HeldAt],
+    held: &[HeldAt],
 ) -> impl Iterator<Item = MutexGuard<'a, Held<K>>> {
-    let mut last = None;
-    held.iter().filter_map(move |at| {
-        let first = last != Some(at.worker);
-        last = Some(at.worker);
-        first.then(|| holds[at.worker].lock())
-    })
+    let any = !held.is_empty();
+    holds.iter().filter(move |_| any).map(Hold::lock)
 }
 
 /// The hold in which `key`'s task waits, locked, and where in it; `hash`
@@ -603,11 +598,14 @@ impl<K: Hash + Eq> Pending<K> {
 
     /// Step 4b: after a start from the lane, move up to [`HOLD_MAX`] - 1
     /// more due plain one-shot tasks from the lane's front into
-    /// `worker`'s hold (empty now: only its worker fills it, and only once
-    /// it has emptied it), while the lane holds a backlog (two tasks per
+    /// `worker`'s hold (if it is empty: only its worker fills it, once it
+    /// has emptied it, and a take-over may have just given it tasks), while the lane holds a backlog (two tasks per
     /// worker of `workers` for each one taken) and its front comes before
     /// the heap's head. Returns how many moved. Runs no user code.
     pub(crate) fn fill_hold(&mut self, now: i64, worker: usize, workers: usize) -> usize {
+        if !self.holds[worker].lock().waiting.is_empty() {
+            return 0; // it took over another's tasks (step 4c)
+        }
         self.forget_held(worker);
         // Under loom a hold takes whatever is due, so that two tasks
         // exercise it.
@@ -617,7 +615,6 @@ impl<K: Hash + Eq> Pending<K> {
             return 0;
         }
         let mut hold = self.holds[worker].lock();
-        debug_assert!(hold.waiting.is_empty(), "a hold filled twice");
         while hold.waiting.len() < n {
             let Some(Some((hash, front))) = self.lane.queue.front() else {
                 break;
@@ -648,30 +645,63 @@ impl<K: Hash + Eq> Pending<K> {
         }
     }
 
-    /// Step 4c: take the first task waiting in another worker's hold, for
-    /// `worker`, which found nothing else due, to start at once. Runs no
-    /// user code.
-    pub(crate) fn steal(&mut self, worker: usize) -> Option<PoolEntry<K>> {
-        if self.faults.has(Fault::HoldNotShared) {
+    /// Step 4 for a worker whose own hold is empty: take out the earliest
+    /// due task, in (due, stamp) order, for `worker` to start at once:
+    /// the heap's or the lane's head if due, or the first task of another
+    /// worker's hold (step 4c), whose tasks were due when they went in.
+    /// Runs no user code.
+    pub(crate) fn next_due(&mut self, now: i64, worker: usize) -> Option<PoolEntry<K>> {
+        match self.earliest_held(worker) {
+            Some((front, from)) if self.first_due(now).is_none_or(|head| front < head) => {
+                self.take_over(from, worker)
+            }
+            _ => self.pop_due(now),
+        }
+    }
+
+    /// Due time and stamp of the heap's or the lane's head, whichever
+    /// comes first, if it is due by `now`.
+    fn first_due(&self, now: i64) -> Option<(i64, u64)> {
+        let heap = self.heap.peek_stamp().filter(|&(due, _)| due <= now);
+        let lane = self.lane.first().filter(|&(due, _)| due <= now);
+        match (heap, lane) {
+            (Some(h), Some(l)) => Some(h.min(l)),
+            (h, l) => h.or(l),
+        }
+    }
+
+    /// The first task waiting in a hold other than `worker`'s, by (due,
+    /// stamp), and whose hold it is in.
+    fn earliest_held(&self, worker: usize) -> Option<((i64, u64), usize)> {
+        if self.held.is_empty() || self.faults.has(Fault::HoldNotShared) {
             return None;
         }
-        let others = self.held.iter().filter(|at| at.worker != worker);
-        let mut last = None;
-        for at in others {
-            if last == Some(at.worker) {
-                continue;
-            }
-            last = Some(at.worker);
-            let mut hold = self.holds[at.worker].lock();
-            if let Some((_, entry)) = hold.waiting.pop_front() {
-                drop(hold);
-                let seq = entry.seq;
-                self.held.retain(|at| at.seq != seq);
-                self.refilter();
-                return Some(entry);
-            }
+        let fronts = self.holds.iter().enumerate().filter(|&(w, _)| w != worker);
+        let fronts = fronts.filter_map(|(w, hold)| {
+            let hold = hold.lock();
+            hold.waiting.front().map(|(_, e)| ((e.due, e.seq), w))
+        });
+        fronts.min()
+    }
+
+    /// Step 4c: take the first half of `from`'s hold over for `to`: the
+    /// first task to start at once, the rest into `to`'s hold (empty: it
+    /// is `to`'s worker that asks), in order, their records moved along.
+    fn take_over(&mut self, from: usize, to: usize) -> Option<PoolEntry<K>> {
+        let mut taken: VecDeque<Filed<K>> = {
+            let mut hold = self.holds[from].lock();
+            let half = hold.waiting.len().div_ceil(2);
+            hold.waiting.drain(..half).collect()
+        };
+        let (_, first) = taken.pop_front()?;
+        let moved: Vec<u64> = taken.iter().map(|(_, e)| e.seq).collect();
+        self.holds[to].lock().waiting.extend(taken);
+        self.held.retain(|at| at.seq != first.seq);
+        for at in self.held.iter_mut().filter(|at| moved.contains(&at.seq)) {
+            at.worker = to;
         }
-        None
+        self.refilter();
+        Some(first)
     }
 
     /// Call `f` with each task waiting in a hold.
@@ -757,7 +787,11 @@ impl<K: Hash + Eq> Pending<K> {
         if matches!(self.lane.queue.front(), Some(None)) {
             return Err("a hole at the lane's front".into());
         }
-        if self.held.iter().any(|at| self.held_filter & bucket(at.hash) == 0) {
+        if self
+            .held
+            .iter()
+            .any(|at| self.held_filter & bucket(at.hash) == 0)
+        {
             return Err("a held task's record is missing from the filter".into());
         }
         Ok(())

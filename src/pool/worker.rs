@@ -290,10 +290,9 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
     let now = shared.time.now();
     st.seen_now = st.seen_now.max(now.ns);
     loop {
-        // Step 4c: with nothing else due, the first task of another
-        // worker's hold, so none waits behind a running task.
-        let popped = st.heap.pop_due(now.ns);
-        let Some(entry) = popped.or_else(|| st.heap.steal(index)) else {
+        // The earliest due task: the heap's, or another worker's held
+        // one (step 4c), so none waits behind a running task.
+        let Some(entry) = st.heap.next_due(now.ns, index) else {
             let next = st.heap.peek_due();
             st.heap.forget_held(index);
             let ended = shared.holds[index].lock().running.take();

@@ -156,15 +156,33 @@ fn step(p: &mut Pending<u64>, model: &mut Model, rng: &mut SmallRng, now: &mut i
             }
         }
         _ => {
-            // A worker with nothing due takes from another's hold.
+            // A worker whose hold is empty takes the earliest due task:
+            // the heap's or lane's, or the front of the other's hold (and
+            // then half of that hold).
             let w = rng.gen_range(0..2);
-            match p.steal(w) {
-                Some(e) => {
-                    let TaskKey::Keyed(k) = e.key else { panic!() };
-                    assert_eq!(model.held.get(&k), Some(&(1 - w)));
-                    assert_eq!(model.remove(&k), Some((e.due, e.seq)));
-                }
-                None => assert!(model.held.values().all(|&h| h == w)),
+            if !p.holds[w].lock().waiting.is_empty() {
+                return 0;
+            }
+            let other = |k: &u64| model.held.get(k) == Some(&(1 - w));
+            let front = model.tasks.iter().filter(|(k, _)| other(k));
+            let front = front.min_by_key(|(_, &s)| s).map(|(&k, &s)| (k, s));
+            let want = match (front, earliest_due(model, *now)) {
+                (Some(f), Some(h)) => Some(if f.1 < h.1 { f } else { h }),
+                (f, h) => f.or(h),
+            };
+            let got = p.next_due(*now, w).map(|e| (e.key, (e.due, e.seq)));
+            assert_eq!(got, want.map(|(k, s)| (TaskKey::Keyed(k), s)));
+            if let Some((k, _)) = want {
+                model.remove(&k);
+            }
+            let taken: Vec<u64> = (p.holds[w].lock().waiting.iter())
+                .map(|(_, e)| match e.key {
+                    TaskKey::Keyed(k) => k,
+                    TaskKey::Anon(_) => panic!("keyed only"),
+                })
+                .collect();
+            for k in taken {
+                assert_eq!(model.held.insert(k, w), Some(1 - w), "taken over");
             }
         }
     }

@@ -22,7 +22,8 @@
 //!   hold's lock without the state lock; everyone else takes a hold's lock
 //!   only while holding the state lock.
 //! - No task waits behind a running one: a worker whose own hold is empty
-//!   takes the front of another's before it waits (a *steal*), and a fill
+//!   takes the earliest due task, the front of another's hold included
+//!   (with the rest of that hold's first half: a *take-over*), and a fill
 //!   notifies the leader, which then finds held work due and passes the
 //!   lead on as for any due task.
 //! - The running slot (the key of the task the worker started last, see

@@ -280,3 +280,42 @@ fn a_free_worker_takes_held_tasks_before_later_ones() {
     assert!(late.is_empty(), "started out of order: {late:?}");
     assert!(pool.stats().held > 0, "the workers filled their holds");
 }
+
+#[test]
+fn with_three_workers_tasks_taken_over_behind_a_second_blocked_task_still_run() {
+    // Tasks 0 and 1 block until every other task has run. The worker that
+    // starts 0 holds 1 and more; the one that takes 1 over holds the rest
+    // of that half; the third worker takes from both holds.
+    let (clock, pool) = manual_pool::<u64>(3);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (all_ran_tx, all_ran_rx) = mpsc::channel::<()>();
+    let all_ran_rx = Arc::new(std::sync::Mutex::new(all_ran_rx));
+    let all_ran_tx = Arc::new(std::sync::Mutex::new(Some(all_ran_tx)));
+    type Job = Box<dyn FnOnce() -> bool + Send>;
+    let blocked = |rx: Arc<std::sync::Mutex<mpsc::Receiver<()>>>| -> Job {
+        Box::new(move || {
+            // Both blocked tasks wait for the sender to go away.
+            let waited = rx.lock().unwrap().recv_timeout(BOUND);
+            waited == Err(mpsc::RecvTimeoutError::Disconnected)
+        })
+    };
+    let first = [
+        (0, clock.now(), blocked(all_ran_rx.clone())),
+        (1, clock.now(), blocked(all_ran_rx)),
+    ];
+    let rest = (2..300u64).map(|k| {
+        let (ran, tx) = (ran.clone(), all_ran_tx.clone());
+        let job: Job = Box::new(move || {
+            if ran.fetch_add(1, SeqCst) + 1 == 298 {
+                drop(tx.lock().unwrap().take());
+            }
+            true
+        });
+        (k, clock.now(), job)
+    });
+    let handles = pool.schedule_batch(first.into_iter().chain(rest)).unwrap();
+    for (k, h) in (0..).zip(handles) {
+        assert_eq!(done(h), Outcome::Completed(true), "key {k}");
+    }
+    assert_eq!(ran.load(SeqCst), 298);
+}

@@ -599,12 +599,15 @@ impl<K: Hash + Eq> Pending<K> {
     /// Step 4b: after a start from the lane, move up to [`HOLD_MAX`] - 1
     /// more due plain one-shot tasks from the lane's front into
     /// `worker`'s hold (if it is empty: only its worker fills it, once it
-    /// has emptied it, and a take-over may have just given it tasks), while the lane holds a backlog (two tasks per
-    /// worker of `workers` for each one taken) and its front comes before
-    /// the heap's head. Returns how many moved. Runs no user code.
-    pub(crate) fn fill_hold(&mut self, now: i64, worker: usize, workers: usize) -> usize {
-        if !self.holds[worker].lock().waiting.is_empty() {
-            return 0; // it took over another's tasks (step 4c)
+    /// has emptied it, and a take-over may have just given it tasks),
+    /// while the lane holds a backlog (two tasks per worker of `workers`
+    /// for each one taken) and its front comes before the heap's head.
+    /// Returns how many moved and how many now wait in the hold. Runs no
+    /// user code.
+    pub(crate) fn fill_hold(&mut self, now: i64, worker: usize, workers: usize) -> (usize, usize) {
+        let waiting = self.holds[worker].lock().waiting.len();
+        if waiting > 0 {
+            return (0, waiting); // it took over another's tasks (step 4c)
         }
         self.forget_held(worker);
         // Under loom a hold takes whatever is due, so that two tasks
@@ -612,7 +615,7 @@ impl<K: Hash + Eq> Pending<K> {
         let per = if cfg!(loom) { 1 } else { 2 * workers };
         let n = (self.lane.live / per).min(HOLD_MAX - 1);
         if n == 0 {
-            return 0;
+            return (0, 0);
         }
         let mut hold = self.holds[worker].lock();
         while hold.waiting.len() < n {
@@ -629,7 +632,7 @@ impl<K: Hash + Eq> Pending<K> {
             self.held.push(HeldAt { hash, worker, seq });
             self.held_filter |= bucket(hash);
         }
-        hold.waiting.len()
+        (hold.waiting.len(), hold.waiting.len())
     }
 
     /// Rebuild the filter from the records that are left.

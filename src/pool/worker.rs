@@ -23,8 +23,9 @@
 //! - A worker that starts a plain one-shot task from a backlog in the
 //!   ready lane takes a few more due ones into its hold in the same
 //!   critical section (step 4b) and starts them one by one under the
-//!   hold's own lock; with nothing else due it takes from another
-//!   worker's hold (step 4c), so no task waits behind a running one.
+//!   hold's own lock; a worker whose hold is empty takes the earliest due
+//!   task, another worker's held one included (step 4c), so no task waits
+//!   behind a running one.
 //! - A task's own panic is caught in its run. Any other user code a worker
 //!   runs (a key's traits while settling, the `Drop` of a key) is contained
 //!   too: a panic there is counted and the worker keeps serving; keys are
@@ -336,15 +337,15 @@ fn holds_tasks<K: Key>(shared: &Shared<K>, claimed: &Claimed<K>) -> bool {
 }
 
 /// Step 4b, under the state lock: move a few more due tasks into worker
-/// `index`'s hold; if any moved, notify the leader, so that a free worker
-/// takes from the hold rather than wait while this one runs. Returns how
-/// many moved.
+/// `index`'s hold; if tasks wait there (moved now, or taken over from
+/// another hold, step 4c), notify the leader, so that a free worker takes
+/// them rather than wait while this one runs. Returns how many moved.
 fn fill<K: Key>(shared: &Shared<K>, st: &mut State<K>, now: i64, index: usize) -> usize {
-    let n = st.heap.fill_hold(now, index, shared.config.workers);
-    if n > 0 {
+    let (moved, waiting) = st.heap.fill_hold(now, index, shared.config.workers);
+    if waiting > 0 {
         shared.leader_cv.notify_one();
     }
-    n
+    moved
 }
 
 /// A copy of a started task's key for its completion record and tracing

@@ -129,7 +129,7 @@ fn step(p: &mut Pending<u64>, model: &mut Model, rng: &mut SmallRng, now: &mut i
             if !p.holds[w].lock().waiting.is_empty() {
                 return 0;
             }
-            let n = p.fill_hold(*now, w, 1);
+            let (n, _) = p.fill_hold(*now, w, 1);
             filled = n;
             let moved: Vec<_> = p.holds[w]
                 .lock()

@@ -122,69 +122,9 @@ fn step(p: &mut Pending<u64>, model: &mut Model, rng: &mut SmallRng, now: &mut i
             }
         }
         8 => assert_eq!(p.get(&key), model.get(&k).copied()),
-        9 => {
-            // Fill a hold (only an empty one is filled): the earliest
-            // due tasks not held go in, in order.
-            let w = rng.gen_range(0..2);
-            if !p.holds[w].lock().waiting.is_empty() {
-                return 0;
-            }
-            let (n, _) = p.fill_hold(*now, w, 1);
-            filled = n;
-            let moved: Vec<_> = p.holds[w]
-                .lock()
-                .waiting
-                .iter()
-                .map(|(_, e)| e.seq)
-                .collect();
-            assert_eq!(moved.len(), n);
-            for seq in moved {
-                let want = earliest_due(model, *now).map(|(k, s)| (k, s.1));
-                let (k, want) = want.expect("a due task went into the hold");
-                assert_eq!(seq, want, "the earliest due went in first");
-                model.held.insert(k, w);
-            }
-        }
-        10 => {
-            // A worker starts the first task of its hold.
-            let w = rng.gen_range(0..2);
-            let got = p.holds[w].lock().waiting.pop_front();
-            if let Some((_, e)) = got {
-                let TaskKey::Keyed(k) = e.key else { panic!() };
-                assert_eq!(model.held.get(&k), Some(&w));
-                assert_eq!(model.remove(&k), Some((e.due, e.seq)));
-            }
-        }
-        _ => {
-            // A worker whose hold is empty takes the earliest due task:
-            // the heap's or lane's, or the front of the other's hold (and
-            // then half of that hold).
-            let w = rng.gen_range(0..2);
-            if !p.holds[w].lock().waiting.is_empty() {
-                return 0;
-            }
-            let other = |k: &u64| model.held.get(k) == Some(&(1 - w));
-            let front = model.tasks.iter().filter(|(k, _)| other(k));
-            let front = front.min_by_key(|(_, &s)| s).map(|(&k, &s)| (k, s));
-            let want = match (front, earliest_due(model, *now)) {
-                (Some(f), Some(h)) => Some(if f.1 < h.1 { f } else { h }),
-                (f, h) => f.or(h),
-            };
-            let got = p.next_due(*now, w).map(|e| (e.key, (e.due, e.seq)));
-            assert_eq!(got, want.map(|(k, s)| (TaskKey::Keyed(k), s)));
-            if let Some((k, _)) = want {
-                model.remove(&k);
-            }
-            let taken: Vec<u64> = (p.holds[w].lock().waiting.iter())
-                .map(|(_, e)| match e.key {
-                    TaskKey::Keyed(k) => k,
-                    TaskKey::Anon(_) => panic!("keyed only"),
-                })
-                .collect();
-            for k in taken {
-                assert_eq!(model.held.insert(k, w), Some(1 - w), "taken over");
-            }
-        }
+        9 => filled = fill_a_hold(p, model, rng.gen_range(0..2), *now),
+        10 => start_from_a_hold(p, model, rng.gen_range(0..2)),
+        _ => take_the_earliest(p, model, rng.gen_range(0..2), *now),
     }
     assert_eq!(p.len(), model.len());
     let free = model
@@ -195,6 +135,74 @@ fn step(p: &mut Pending<u64>, model: &mut Model, rng: &mut SmallRng, now: &mut i
     assert_eq!(p.peek_due(), head);
     p.check_invariants().unwrap();
     filled
+}
+
+/// Fill worker `w`'s hold (only an empty one is filled): the earliest due
+/// tasks not held go in, in order. Returns how many went in.
+fn fill_a_hold(p: &mut Pending<u64>, model: &mut Model, w: usize, now: i64) -> usize {
+    // Fill a hold (only an empty one is filled): the earliest
+    // due tasks not held go in, in order.
+    if !p.holds[w].lock().waiting.is_empty() {
+        return 0;
+    }
+    let (n, _) = p.fill_hold(now, w, 1);
+    let moved: Vec<_> = p.holds[w]
+        .lock()
+        .waiting
+        .iter()
+        .map(|(_, e)| e.seq)
+        .collect();
+    assert_eq!(moved.len(), n);
+    for seq in moved {
+        let want = earliest_due(model, now).map(|(k, s)| (k, s.1));
+        let (k, want) = want.expect("a due task went into the hold");
+        assert_eq!(seq, want, "the earliest due went in first");
+        model.held.insert(k, w);
+    }
+    n
+}
+
+/// Worker `w` starts the first task of its hold.
+fn start_from_a_hold(p: &mut Pending<u64>, model: &mut Model, w: usize) {
+    // A worker starts the first task of its hold.
+    let got = p.holds[w].lock().waiting.pop_front();
+    if let Some((_, e)) = got {
+        let TaskKey::Keyed(k) = e.key else { panic!() };
+        assert_eq!(model.held.get(&k), Some(&w));
+        assert_eq!(model.remove(&k), Some((e.due, e.seq)));
+    }
+}
+
+/// Worker `w`, its hold empty, takes the earliest due task: the heap's or
+/// lane's, or the front of the other's hold (and then half of that hold).
+fn take_the_earliest(p: &mut Pending<u64>, model: &mut Model, w: usize, now: i64) {
+    // A worker whose hold is empty takes the earliest due task:
+    // the heap's or lane's, or the front of the other's hold (and
+    // then half of that hold).
+    if !p.holds[w].lock().waiting.is_empty() {
+        return;
+    }
+    let other = |k: &u64| model.held.get(k) == Some(&(1 - w));
+    let front = model.tasks.iter().filter(|(k, _)| other(k));
+    let front = front.min_by_key(|(_, &s)| s).map(|(&k, &s)| (k, s));
+    let want = match (front, earliest_due(model, now)) {
+        (Some(f), Some(h)) => Some(if f.1 < h.1 { f } else { h }),
+        (f, h) => f.or(h),
+    };
+    let got = p.next_due(now, w).map(|e| (e.key, (e.due, e.seq)));
+    assert_eq!(got, want.map(|(k, s)| (TaskKey::Keyed(k), s)));
+    if let Some((k, _)) = want {
+        model.remove(&k);
+    }
+    let taken: Vec<u64> = (p.holds[w].lock().waiting.iter())
+        .map(|(_, e)| match e.key {
+            TaskKey::Keyed(k) => k,
+            TaskKey::Anon(_) => panic!("keyed only"),
+        })
+        .collect();
+    for k in taken {
+        assert_eq!(model.held.insert(k, w), Some(1 - w), "taken over");
+    }
 }
 
 #[test]

@@ -91,7 +91,7 @@ mod shrink;
 mod unwind_tests;
 
 use index::SlotIndex;
-pub(crate) use retired::Retired;
+pub(crate) use retired::{Retired, Spare};
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
@@ -273,6 +273,12 @@ pub struct IndexedHeap<K, V, S = DefaultState> {
     meta: Vec<Meta>,
     /// Buffers given up by the last shrink, not yet taken by the owner.
     retired: Retired<K, V>,
+    /// Tables the owner prepared for the next shrink (`shrink.rs`).
+    spare: Option<Spare<K, V>>,
+    /// The next shrink's spare was asked for ([`spare_wanted`]).
+    ///
+    /// [`spare_wanted`]: IndexedHeap::spare_wanted
+    spare_asked: bool,
     /// Key hash → slot number.
     index: SlotIndex,
     /// Hashes keys for the index.
@@ -347,6 +353,8 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             slots: Vec::new(),
             meta: Vec::new(),
             retired: Retired::none(),
+            spare: None,
+            spare_asked: false,
             index: SlotIndex::default(),
             hasher,
             next_seq: 0,
@@ -670,6 +678,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             + self.meta.capacity() * size_of::<Meta>()
             + self.index.allocated_bytes()
             + self.retired.0.as_ref().map_or(0, |b| b.bytes())
+            + self.spare.as_ref().map_or(0, Spare::bytes)
     }
 
     /// Remove `slot` from the index, given its stored hash.

@@ -31,6 +31,37 @@ pub(super) struct Buffers<K, V> {
     pub(super) index: Vec<u32>,
 }
 
+/// Empty tables for a heap's next shrink, their pages already touched
+/// (`shrink.rs`): made by the heap's owner outside its lock.
+pub(crate) struct Spare<K, V>(pub(super) Box<Buffers<K, V>>);
+
+impl<K, V> Spare<K, V> {
+    /// Tables for `capacity` entries, every page of them written once, so
+    /// that the shrink which fills them faults none in.
+    pub(crate) fn prepared(capacity: usize) -> Self {
+        let mut b = Buffers::with_capacity(capacity);
+        touch(&mut b.nodes);
+        touch(&mut b.slots);
+        touch(&mut b.meta);
+        Spare(Box::new(b))
+    }
+
+    /// Bytes the tables hold (capacity).
+    pub(super) fn bytes(&self) -> usize {
+        self.0.bytes()
+    }
+}
+
+/// Write one element's worth of zeroes per page of `v`'s spare capacity
+/// (its length is unchanged: nothing is initialised).
+fn touch<T>(v: &mut Vec<T>) {
+    let per_page = (4096 / std::mem::size_of::<T>().max(1)).max(1);
+    for m in v.spare_capacity_mut().iter_mut().step_by(per_page) {
+        *m = std::mem::MaybeUninit::zeroed();
+    }
+    std::hint::black_box(v.as_mut_ptr());
+}
+
 impl<K, V> Buffers<K, V> {
     pub(super) fn none() -> Self {
         Buffers {
@@ -39,6 +70,29 @@ impl<K, V> Buffers<K, V> {
             meta: Vec::new(),
             index: Vec::new(),
         }
+    }
+
+    /// Empty heap tables (no index) for `capacity` entries.
+    pub(super) fn with_capacity(capacity: usize) -> Self {
+        Buffers {
+            nodes: Vec::with_capacity(capacity),
+            slots: Vec::with_capacity(capacity),
+            meta: Vec::with_capacity(capacity),
+            index: Vec::new(),
+        }
+    }
+
+    /// True if these empty tables can take a shrink to `target` entries
+    /// from tables of `cap`: large enough, and smaller.
+    pub(super) fn fits(&self, target: usize, cap: usize) -> bool {
+        let room = self.room();
+        self.nodes.is_empty() && target <= room && room < cap
+    }
+
+    /// The entries the heap tables can take without growing.
+    pub(super) fn room(&self) -> usize {
+        let room = self.nodes.capacity().min(self.slots.capacity());
+        room.min(self.meta.capacity())
     }
 
     /// True when no buffer holds memory.

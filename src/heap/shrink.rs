@@ -1,7 +1,20 @@
 //! Giving memory back: once the heap falls to a quarter of its capacity,
 //! its tables move to smaller buffers and the old ones are retired.
+//!
+//! The move copies the surviving entries, under the owner's lock. Into
+//! fresh buffers that copy faulted in every page of them: a 100,000-entry
+//! heap falling to 32,767 held its owner's lock for 1.6-2.3 ms on this
+//! project's virtual machine, and every due task with it
+//! (`docs/bench/lab-notes.md`, "The shrink's page faults"). So a heap that
+//! nears a shrink asks its owner, once, for a [`Spare`]: tables of the
+//! smaller size whose pages the owner touches outside its lock. The copy
+//! then only writes memory that is already mapped. A heap whose owner
+//! gives none shrinks as before. The spare costs half the tables' memory
+//! while the heap stays between 5/16 and a quarter of them; it counts in
+//! [`IndexedHeap::allocated_bytes`]. A spare that no longer fits when the
+//! shrink comes (the heap grew meanwhile) is dropped there.
 
-use super::retired::{Buffers, Retired};
+use super::retired::{Buffers, Retired, Spare};
 use super::{IndexedHeap, FLOOR};
 
 impl<K, V, S> IndexedHeap<K, V, S> {
@@ -33,16 +46,14 @@ impl<K, V, S> IndexedHeap<K, V, S> {
         let mut shrunk = Buffers::none();
         if self.tables_sparse() {
             let target = (len * 2).max(FLOOR);
-            let mut nodes = Vec::with_capacity(target);
-            nodes.extend_from_slice(&self.nodes);
-            shrunk.nodes = std::mem::replace(&mut self.nodes, nodes);
+            let mut into = self.spare_for(target);
+            into.nodes.extend_from_slice(&self.nodes);
+            shrunk.nodes = std::mem::replace(&mut self.nodes, into.nodes);
             shrunk.nodes.clear();
-            let mut slots = Vec::with_capacity(target);
-            slots.append(&mut self.slots);
-            shrunk.slots = std::mem::replace(&mut self.slots, slots);
-            let mut meta = Vec::with_capacity(target);
-            meta.extend_from_slice(&self.meta);
-            shrunk.meta = std::mem::replace(&mut self.meta, meta);
+            into.slots.append(&mut self.slots);
+            shrunk.slots = std::mem::replace(&mut self.slots, into.slots);
+            into.meta.extend_from_slice(&self.meta);
+            shrunk.meta = std::mem::replace(&mut self.meta, into.meta);
             shrunk.meta.clear();
         }
         let meta = &self.meta;
@@ -62,5 +73,49 @@ impl<K, V, S> IndexedHeap<K, V, S> {
             // them frees the previous ones here.
             self.retired = Retired(Some(Box::new(shrunk)));
         }
+    }
+
+    /// Empty tables for a shrink to `target` entries: the spare if it fits
+    /// (at least `target`, less than the tables now), else fresh ones. A
+    /// spare that does not fit is dropped here (it holds no entry); the
+    /// next spare is asked for once the heap nears its next shrink.
+    fn spare_for(&mut self, target: usize) -> Buffers<K, V> {
+        self.spare_asked = false;
+        let cap = self.slots.capacity();
+        match self.spare.take() {
+            Some(Spare(b)) if b.fits(target, cap) => *b,
+            _ => Buffers::with_capacity(target),
+        }
+    }
+
+    /// The size of tables to prepare for the next shrink, once the heap
+    /// nears it (within a quarter of the shrink's threshold) and has no
+    /// spare: asked once per shrink. The owner makes them with
+    /// [`Spare::prepared`] outside its lock and hands them over with
+    /// [`give_spare`](Self::give_spare).
+    #[inline]
+    pub(crate) fn spare_wanted(&mut self) -> Option<usize> {
+        let cap = self.slots.capacity();
+        let near = cap > FLOOR && self.nodes.len() < cap / 16 * 5;
+        if !near || self.spare_asked || self.spare.is_some() {
+            return None;
+        }
+        self.spare_asked = true;
+        Some(cap / 2)
+    }
+
+    /// Keep `spare` for the next shrink, if the heap still nears one and
+    /// holds none; else give it back, to drop outside the lock (and ask
+    /// again when the heap next nears a shrink).
+    pub(crate) fn give_spare(&mut self, spare: Spare<K, V>) -> Option<Spare<K, V>> {
+        let cap = self.slots.capacity();
+        let near = self.nodes.len() < cap / 16 * 5;
+        let room = spare.0.room();
+        if self.spare.is_some() || !near || room >= cap {
+            self.spare_asked = self.spare.is_some();
+            return Some(spare);
+        }
+        self.spare = Some(spare);
+        None
     }
 }

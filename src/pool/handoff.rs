@@ -126,6 +126,9 @@ pub(crate) enum Msg {
     Exit,
     /// Buffers the heap gave up, to free outside every lock.
     Free(Box<dyn std::any::Any + Send>),
+    /// The heap nears a shrink: prepare tables for this many entries
+    /// outside every lock and hand them to it (`heap/shrink.rs`).
+    Spare(usize),
 }
 
 /// A few values in order, without an allocation while there is only one

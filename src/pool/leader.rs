@@ -205,10 +205,14 @@ fn sleep<K>(
 /// Step 5: with the lock released, pass the token on to the next free
 /// worker, and the buffers the heap gave up while shrinking behind it (a
 /// free can stall for milliseconds; a worker with nothing else to do frees
-/// them).
+/// them), and the heap's request for a spare, if it nears a shrink.
 fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lead) -> Led {
     let retired = st.heap.take_retired();
+    let spare = st.heap.spare_wanted();
     drop(st);
+    if let Some(capacity) = spare {
+        shared.handoff.send(Msg::Spare(capacity));
+    }
     if shared.faults.has(Fault::RunBeforePass) {
         return Led::Start(Some(token));
     }

@@ -35,6 +35,7 @@ use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::leader::{self, Led};
 use super::outcome::{Outcome, Ran, RunCtx};
+use super::pending::HeapSpare;
 use super::periodic::{After, PeriodicJob};
 use super::shared::{Key, Shared, State};
 use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
@@ -107,6 +108,7 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
         };
         match msg {
             Msg::Free(buffers) => drop(buffers),
+            Msg::Spare(capacity) => prepare_spare(shared, capacity),
             Msg::Lead(token) => {
                 watch = None;
                 if let Some(Led::Start(held)) = contain(shared, || leader::lead(shared, token)) {
@@ -123,6 +125,15 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
             }
         }
     }
+}
+
+/// Make the tables the heap asked for its next shrink, with their pages
+/// touched, outside every lock, and hand them to it: the shrink's copy
+/// then faults in no page under the state lock (`heap/shrink.rs`).
+fn prepare_spare<K: Key>(shared: &Shared<K>, capacity: usize) {
+    let spare = HeapSpare::prepared(capacity);
+    let unused = shared.state.lock().heap.give_spare(spare);
+    drop(unused);
 }
 
 /// What a free worker's wait brought.
@@ -316,7 +327,11 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
                     true => fill(shared, &mut st, now.ns, index),
                     false => 0,
                 };
+                let spare = st.heap.spare_wanted();
                 drop(st);
+                if let Some(capacity) = spare {
+                    shared.handoff.send(Msg::Spare(capacity));
+                }
                 if held > 0 {
                     shared.counters.held(index, held);
                 }
@@ -758,6 +773,47 @@ mod tests {
             execute(&shared, 1, c);
         }
         assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 9);
+    }
+
+    #[test]
+    fn a_worker_draining_the_heap_asks_a_free_worker_for_each_shrinks_spare() {
+        let shared = engine();
+        let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        // Due times falling: the first joins the lane, the rest the heap.
+        let now = shared.time.now().ns;
+        let arrivals: Vec<_> = (0..4_000u64)
+            .map(|k| {
+                let ran = ran.clone();
+                let job = crate::pool::task::Detached::new(move || {
+                    ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                });
+                Arrival {
+                    key: TaskKey::Keyed(k),
+                    due: now - k as i64,
+                    task: Task::Once(Box::new(job)),
+                }
+            })
+            .collect();
+        shared
+            .admit(arrivals.into_iter(), |_, _| ())
+            .expect("admitted");
+        let mut asked = Vec::new();
+        while let Ok(c) = start_next(&shared, 0) {
+            execute(&shared, 0, c);
+            // A free worker would receive it; this thread plays one.
+            match shared.handoff.recv_deadline(Instant::now()) {
+                Some(Msg::Spare(capacity)) => {
+                    asked.push(capacity);
+                    prepare_spare(&shared, capacity);
+                }
+                Some(_) => panic!("only spare requests"),
+                None => {}
+            }
+        }
+        assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 4_000);
+        // Tables of 4,096 shrink at 1,024 (into 2,048) and at 512 (into
+        // 1,024, the floor): one request before each.
+        assert_eq!(asked, vec![2_048, 1_024]);
     }
 
     #[test]

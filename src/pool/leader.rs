@@ -210,17 +210,18 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
     let retired = st.heap.take_retired();
     let spare = st.heap.spare_wanted();
     drop(st);
-    if let Some(capacity) = spare {
-        shared.handoff.send(Msg::Spare(capacity));
-    }
     if shared.faults.has(Fault::RunBeforePass) {
         return Led::Start(Some(token));
     }
     if !shared.faults.has(Fault::DropLead) {
         shared.handoff.hand_over(Msg::Lead(token));
     }
+    // Behind the token: the next free worker leads first.
     if !retired.is_empty() {
         shared.handoff.send(Msg::Free(Box::new(retired)));
+    }
+    if let Some(capacity) = spare {
+        shared.handoff.send(Msg::Spare(capacity));
     }
     Led::Start(None)
 }

@@ -42,7 +42,7 @@ use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
 use super::time::{Now, NEVER};
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
-use crate::sync::Ordering;
+use crate::sync::{thread, Arc, Ordering};
 use std::time::Instant;
 
 /// A started task, with what the worker needs to run it.
@@ -88,7 +88,7 @@ enum Leftover<K> {
 }
 
 /// A worker's whole life; `index` picks its counters.
-pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
+pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
     // The earliest pending due time this worker saw when it last found
     // nothing due, to watch over as the deputy.
     let mut watch = None;
@@ -108,7 +108,7 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
         };
         match msg {
             Msg::Free(buffers) => drop(buffers),
-            Msg::Spare(capacity) => prepare_spare(shared, capacity),
+            Msg::Spare(capacity) => prepare_spare_apart(shared, capacity),
             Msg::Lead(token) => {
                 watch = None;
                 if let Some(Led::Start(held)) = contain(shared, || leader::lead(shared, token)) {
@@ -124,6 +124,21 @@ pub(crate) fn work<K: Key>(shared: &Shared<K>, index: usize) {
                 return;
             }
         }
+    }
+}
+
+/// [`prepare_spare`] on a thread of its own, so that the page faults of
+/// a large spare (milliseconds on this project's guest) do not take a
+/// worker away from due work (it could be the deputy a start waits on);
+/// on this worker if no thread can be started.
+fn prepare_spare_apart<K: Key>(shared: &Arc<Shared<K>>, capacity: usize) {
+    let pool = Arc::clone(shared);
+    let name = format!("{}-spare", shared.config.thread_name);
+    let apart = thread::Builder::new()
+        .name(name)
+        .spawn(move || prepare_spare(&pool, capacity));
+    if apart.is_err() {
+        prepare_spare(shared, capacity);
     }
 }
 

@@ -43,6 +43,13 @@ fn pg_bin() -> PathBuf {
 
 /// Runs a server binary, as `postgres` when this process is root.
 fn run(bin: &Path, tool: &str, args: &[&str]) {
+    if let Err(e) = try_run(bin, tool, args) {
+        panic!("{e}");
+    }
+}
+
+/// [`run`], returning its failure.
+fn try_run(bin: &Path, tool: &str, args: &[&str]) -> Result<(), String> {
     let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
     let exe = bin.join(tool);
     let mut cmd = if root {
@@ -53,18 +60,24 @@ fn run(bin: &Path, tool: &str, args: &[&str]) {
         Command::new(&exe)
     };
     let out = cmd.args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "{tool} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
 }
 
 impl Server {
+    /// A fresh server on a port below Linux's default ephemeral range
+    /// (32768-60999), which the shared server's clients draw their local
+    /// ports from: a port in that range can be held by an outgoing
+    /// connection when the server binds it. A few ports are tried in turn.
     fn start() -> Server {
         let bin = pg_bin();
-        let port = 56_000 + (std::process::id() % 1000) as u16;
-        let dir = std::env::temp_dir().join(format!("timerpool-pg-{port}"));
+        let base = 29_000 + (std::process::id() % 900) as u16;
+        let dir = std::env::temp_dir().join(format!("timerpool-pg-{base}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let _ = Command::new("chown")
@@ -77,9 +90,20 @@ impl Server {
             "initdb",
             &["-D", d, "-A", "trust", "-U", "postgres", "--no-sync"],
         );
-        let s = Server { bin, dir, port };
-        s.up();
-        s
+        let mut s = Server {
+            bin,
+            dir,
+            port: base,
+        };
+        let mut tried = Vec::new();
+        for port in (base..).step_by(17).take(5) {
+            s.port = port;
+            match s.try_up() {
+                Ok(()) => return s,
+                Err(e) => tried.push(e),
+            }
+        }
+        panic!("no port to start on: {tried:?}");
     }
 
     fn ctl(&self, args: &[&str]) {
@@ -90,13 +114,31 @@ impl Server {
     }
 
     fn up(&self) {
+        if let Err(e) = self.try_up() {
+            panic!("{e}");
+        }
+    }
+
+    /// Start the server on its port.
+    fn try_up(&self) -> Result<(), String> {
         let opts = format!(
             "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off",
             self.port,
             self.dir.display()
         );
         let log = self.dir.join("log");
-        self.ctl(&["-o", &opts, "-l", log.to_str().unwrap(), "start"]);
+        let d = self.dir.to_str().unwrap().to_string();
+        let args = [
+            "-D",
+            &d,
+            "-w",
+            "-o",
+            &opts,
+            "-l",
+            log.to_str().unwrap(),
+            "start",
+        ];
+        try_run(&self.bin, "pg_ctl", &args)
     }
 
     /// A crash: no shutdown checkpoint, recovery on the next start.

@@ -131,12 +131,18 @@ fn shrinking_retires_the_old_buffers_to_the_owner() {
     assert_eq!(h.len(), 10);
 }
 
-#[test]
-fn a_heap_nearing_a_shrink_asks_once_for_a_spare_and_shrinks_into_it() {
+/// A heap of 8,192 entries, keys `0..8_192` due at their key.
+fn full_heap() -> IndexedHeap<u64, ()> {
     let mut h = IndexedHeap::new();
     for k in 0..8_192u64 {
         h.insert(k, k as i64, ());
     }
+    h
+}
+
+#[test]
+fn a_heap_nearing_a_shrink_asks_once_for_a_spare_and_shrinks_into_it() {
+    let mut h = full_heap();
     let cap = h.slots.capacity();
     let mut asked = Vec::new();
     let mut k = 0;
@@ -176,10 +182,7 @@ fn a_heap_nearing_a_shrink_asks_once_for_a_spare_and_shrinks_into_it() {
 
 #[test]
 fn a_spare_is_refused_when_the_heap_no_longer_nears_a_shrink() {
-    let mut h = IndexedHeap::new();
-    for k in 0..8_192u64 {
-        h.insert(k, k as i64, ());
-    }
+    let mut h = full_heap();
     let cap = h.slots.capacity();
     let mut k = 0;
     let mut wanted = None;

@@ -5,7 +5,7 @@
 
 use super::intake::{Arrival, Stamp};
 use super::periodic::{Next, PeriodicCtl, PeriodicJob, Repeat};
-use super::task::{Detached, Joint, SlotOf, Task, TaskKey, Watched};
+use super::task::{once_job, Joint, SlotOf, Task, TaskKey, Watched};
 use super::time::Due;
 #[cfg(feature = "tracing")]
 use super::trace;
@@ -380,7 +380,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         D: Into<Due>,
         F: FnOnce() + Send + 'static,
     {
-        let arrivals = self.arrivals(tasks, |_, _, f| Task::Once(Box::new(Detached::new(f))))?;
+        let arrivals = self.arrivals(tasks, |_, _, f| Task::Once(once_job(f)))?;
         let n = arrivals.len();
         self.admit_counted(arrivals.into_iter(), |_, _| {})?;
         Ok(n)

@@ -10,7 +10,7 @@
 //!   delivered (no handle was made).
 
 use super::intake::{Arrival, Refusal, Stamp};
-use super::task::{Detached, Joint, OnceJob, Task, TaskKey, Watched};
+use super::task::{once_job, Joint, Task, TaskKey, Watched};
 use super::{Due, TaskHandle, TimerPool};
 use crate::contain::drop_quietly;
 use crate::sync::Arc;
@@ -217,10 +217,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
             Ok(due) => due,
             Err(error) => return Err(self.refused(error, f)),
         };
-        let task = Task::Once(Box::new(Detached::new(f)));
+        let task = Task::Once(once_job(f));
         self.try_admit(key, due, task).map(drop).map_err(|refusal| {
-            let job = own_job::<Detached<F>>(refusal.tasks);
-            self.refused(refusal.error, job.into_closure())
+            let f = own_closure::<F>(refusal.tasks);
+            self.refused(refusal.error, f)
         })
     }
 
@@ -285,14 +285,16 @@ where
     f.expect("a refused call gets its own task back")
 }
 
-/// The one task a `try_` call handed intake, back as the job it boxed.
-fn own_job<J: OnceJob>(tasks: Vec<Task>) -> Box<J> {
-    let job: Option<Box<dyn Any>> = match tasks.into_iter().next() {
-        Some(Task::Once(job)) => Some(job),
+/// The closure of the one task without a handle a `try_` call handed
+/// intake.
+fn own_closure<F: 'static>(tasks: Vec<Task>) -> F {
+    let f: Option<Box<dyn Any + Send>> = match tasks.into_iter().next() {
+        Some(Task::Once(mut job)) => Some(job.take_closure()),
         _ => None,
     };
     // Intake hands back exactly the arrival it was given, which this call
-    // boxed as a `J`: the downcast cannot fail.
-    job.and_then(|job| job.downcast::<J>().ok())
+    // made from an `F`, unrun: the downcast cannot fail.
+    f.and_then(|f| f.downcast::<Option<F>>().ok())
+        .and_then(|f| *f)
         .expect("a refused call gets its own task back")
 }

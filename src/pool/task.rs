@@ -44,7 +44,7 @@ pub(crate) type PoolEntry<K> = Entry<TaskKey<K>, Task>;
 /// What a heap entry holds.
 pub(crate) enum Task {
     /// A one-shot task without a handle.
-    Once(Box<dyn OnceJob>),
+    Once(Job),
     /// A one-shot task made with a handle (which may be gone since).
     Watched(Watched),
     /// A periodic task waiting for its next run.
@@ -99,7 +99,7 @@ impl Task {
     /// Drop the task unrun and deliver `why` as its (final) outcome.
     pub(crate) fn abandon(self, why: Abandon) {
         match self {
-            Task::Once(job) => job.abandon(why),
+            Task::Once(mut job) => job.abandon(why),
             Task::Watched(job) => job.abandon(why),
             Task::Periodic(job) => job.abandon(why),
             Task::StandIn(ctl) => ctl.abandon(why),
@@ -131,7 +131,7 @@ pub(crate) fn or_lose<K, R>(
 /// A claimed task, ready to run: a stand-in is never claimed.
 pub(crate) enum Runnable {
     /// A one-shot task without a handle.
-    Once(Box<dyn OnceJob>),
+    Once(Job),
     /// A one-shot task made with a handle.
     Watched(Watched),
     /// One run of a periodic task.
@@ -141,20 +141,45 @@ pub(crate) enum Runnable {
 /// A one-shot task as the pool sees it; each method consumes it and
 /// delivers its outcome. `Any`, so a refused task can give its closure
 /// back (`refused.rs`).
-pub(crate) trait OnceJob: std::any::Any + Send {
+pub(crate) trait OnceJob: Send {
     /// Run on a worker, catching a panic; `finish` reads the pool's clock
     /// once the run returned. A panic's message goes to `panic` when
     /// `ctx.keep_panic` asks for it.
-    fn run(
-        self: Box<Self>,
-        ctx: &RunCtx,
-        finish: &dyn Fn() -> Now,
-        panic: &mut Option<String>,
-    ) -> Ran;
+    fn run(&mut self, ctx: &RunCtx, finish: &dyn Fn() -> Now, panic: &mut Option<String>) -> Ran;
     /// Skip the run because it is stale.
-    fn expire(self: Box<Self>, claimed: Instant);
+    fn expire(&mut self, claimed: Instant);
     /// Drop the task unrun and deliver `why`.
-    fn abandon(self: Box<Self>, why: Abandon);
+    fn abandon(&mut self, why: Abandon);
+    /// The closure back, unrun, boxed as `Option<F>`.
+    fn take_closure(&mut self) -> Box<dyn Any + Send>;
+}
+
+/// A one-shot task without a handle, as a heap entry holds it: a closure
+/// of up to two words (an `Arc` and a key, a channel's sender) is stored
+/// in the entry itself, a larger one in an allocation of its own.
+///
+/// A `Box` per task cost the handle-less burst about a fifth of its CPU:
+/// the producer allocates every closure and a worker frees it on another
+/// CPU, so glibc's malloc found its thread cache empty each time and took
+/// the chunk back from the arena, a cache miss on each side (`perf`:
+/// `_int_malloc` 15% and `_int_free` 7% of the burst's samples). Kept in
+/// the entry, the closure travels in the cache lines the worker reads
+/// anyway (`docs/benchmarks.md`, "Closures kept in the entry"). The entry
+/// grows by 16 bytes for every task; a closure that fits saves the 32-byte
+/// chunk glibc gives the smallest allocation.
+pub(crate) type Job = smallbox::SmallBox<dyn OnceJob, smallbox::space::S2>;
+
+/// A [`Job`] running `f`.
+pub(crate) fn once_job<F: FnOnce() + Send + 'static>(f: F) -> Job {
+    // SAFETY: `smallbox!` (the crate's documented constructor of an
+    // unsized `SmallBox` on stable Rust) expands to an `unsafe` call of
+    // `SmallBox::new_unchecked(val, ptr)`, whose contract is that `ptr`
+    // points at `val` itself, so that the `dyn OnceJob` metadata it
+    // carries (the vtable) is `Detached<F>`'s. The macro takes that
+    // pointer from the value it was given and moves the value in with it;
+    // nothing here can make them disagree. This is the crate's only
+    // `unsafe` (`lib.rs` denies it everywhere else).
+    smallbox::smallbox!(Detached::new(f))
 }
 
 /// The message of a panic nobody holds a handle for, if a completion stream
@@ -170,17 +195,12 @@ fn kept_message(ctx: &RunCtx, payload: Box<dyn std::any::Any + Send>) -> Option<
 
 /// A one-shot task without a handle: its outcome is only counted (and
 /// reported to a completion stream, if the pool has one).
-pub(crate) struct Detached<F>(F);
+pub(crate) struct Detached<F>(Option<F>);
 
 impl<F> Detached<F> {
     /// A task running `f`.
     pub(crate) fn new(f: F) -> Self {
-        Detached(f)
-    }
-
-    /// The closure back, unrun.
-    pub(crate) fn into_closure(self) -> F {
-        self.0
+        Detached(Some(f))
     }
 }
 
@@ -188,8 +208,12 @@ impl<F> OnceJob for Detached<F>
 where
     F: FnOnce() + Send + 'static,
 {
-    fn run(self: Box<Self>, ctx: &RunCtx, _: &dyn Fn() -> Now, panic: &mut Option<String>) -> Ran {
-        match catch_unwind(AssertUnwindSafe(self.0)) {
+    fn run(&mut self, ctx: &RunCtx, _: &dyn Fn() -> Now, panic: &mut Option<String>) -> Ran {
+        let Some(f) = self.0.take() else {
+            debug_assert!(false, "a task ran twice");
+            return Ran::Completed;
+        };
+        match catch_unwind(AssertUnwindSafe(f)) {
             Ok(()) => Ran::Completed,
             Err(payload) => {
                 *panic = kept_message(ctx, payload);
@@ -198,12 +222,16 @@ where
         }
     }
 
-    fn expire(self: Box<Self>, _: Instant) {
-        drop_quietly(self.0);
+    fn expire(&mut self, _: Instant) {
+        drop_quietly(self.0.take());
     }
 
-    fn abandon(self: Box<Self>, _: Abandon) {
-        drop_quietly(self.0);
+    fn abandon(&mut self, _: Abandon) {
+        drop_quietly(self.0.take());
+    }
+
+    fn take_closure(&mut self) -> Box<dyn Any + Send> {
+        Box::new(self.0.take())
     }
 }
 
@@ -403,5 +431,95 @@ impl Watched {
 impl Drop for Watched {
     fn drop(&mut self) {
         self.end(Abandoned::Lost, Stamps::unclaimed());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    fn ctx() -> RunCtx {
+        let now = Instant::now();
+        RunCtx {
+            due: 0,
+            due_at: now,
+            started: now,
+            started_ns: 0,
+            keep_panic: true,
+        }
+    }
+
+    fn finish() -> Now {
+        Now {
+            at: Instant::now(),
+            ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_two_word_closure_is_kept_inline_and_a_larger_one_boxed_each_run_once() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (r, key) = (runs.clone(), 7usize);
+        let mut small = once_job(move || {
+            r.fetch_add(key, SeqCst);
+        });
+        let (r, wide) = (runs.clone(), [1usize; 4]);
+        let mut large = once_job(move || {
+            r.fetch_add(wide.iter().sum(), SeqCst);
+        });
+        assert!(!small.is_heap(), "an Arc and a word fit the entry");
+        assert!(large.is_heap(), "five words do not");
+        let mut panic = None;
+        assert_eq!(small.run(&ctx(), &finish, &mut panic), Ran::Completed);
+        assert_eq!(large.run(&ctx(), &finish, &mut panic), Ran::Completed);
+        assert_eq!(runs.load(SeqCst), 11);
+        // Each closure, with its clone of the Arc, is gone once it ran.
+        assert_eq!(Arc::strong_count(&runs), 1);
+        drop((small, large));
+        assert_eq!(Arc::strong_count(&runs), 1);
+    }
+
+    #[test]
+    fn an_inline_closure_dropped_unrun_or_panicking_is_dropped_once() {
+        let held = Arc::new(());
+        let h = held.clone();
+        let mut abandoned = once_job(move || drop(h));
+        let h = held.clone();
+        let mut panicking = once_job(move || {
+            let _h = h;
+            panic!("inline");
+        });
+        let h = held.clone();
+        let unrun = once_job(move || drop(h));
+        assert_eq!(Arc::strong_count(&held), 4);
+        abandoned.abandon(Abandon::Cancelled);
+        assert_eq!(Arc::strong_count(&held), 3);
+        let mut panic = None;
+        assert_eq!(panicking.run(&ctx(), &finish, &mut panic), Ran::Panicked);
+        assert_eq!(panic.as_deref(), Some("inline"));
+        assert_eq!(Arc::strong_count(&held), 2);
+        drop((abandoned, panicking, unrun));
+        assert_eq!(Arc::strong_count(&held), 1);
+    }
+
+    #[test]
+    fn a_job_gives_its_closure_back_unrun_inline_or_boxed() {
+        fn back<F: FnOnce() + Send + 'static>(f: F) -> F {
+            let mut job = once_job(f);
+            let f = job.take_closure().downcast::<Option<F>>();
+            f.ok().and_then(|f| *f).expect("its own closure")
+        }
+        let sum = Arc::new(AtomicUsize::new(0));
+        let s = sum.clone();
+        back(move || {
+            s.fetch_add(3, SeqCst);
+        })();
+        let (s, wide) = (sum.clone(), [2usize; 6]);
+        back(move || {
+            s.fetch_add(wide.iter().sum(), SeqCst);
+        })();
+        assert_eq!(sum.load(SeqCst), 15);
+        assert_eq!(Arc::strong_count(&sum), 1);
     }
 }

@@ -507,11 +507,11 @@ fn run_task(
     panic: &mut Option<String>,
 ) -> (Ran, Finished) {
     match task {
-        Runnable::Once(job) if stale => {
+        Runnable::Once(mut job) if stale => {
             job.expire(ctx.started);
             (Ran::Expired, Finished::Done)
         }
-        Runnable::Once(job) => (job.run(ctx, finish, panic), Finished::Done),
+        Runnable::Once(mut job) => (job.run(ctx, finish, panic), Finished::Done),
         Runnable::Watched(job) if stale => {
             job.expire(ctx.started);
             (Ran::Expired, Finished::Done)
@@ -694,13 +694,13 @@ mod tests {
         let due = shared.time.now().ns;
         let arrivals = (0..n).map(|k| {
             let ran = ran.clone();
-            let job = crate::pool::task::Detached::new(move || {
+            let job = crate::pool::task::once_job(move || {
                 ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             });
             Arrival {
                 key: TaskKey::Keyed(k),
                 due,
-                task: Task::Once(Box::new(job)),
+                task: Task::Once(job),
             }
         });
         let arrivals: Vec<_> = arrivals.collect();
@@ -756,7 +756,7 @@ mod tests {
         let arrival = Arrival {
             key: TaskKey::Keyed(key),
             due: shared.time.now().ns + 3_600_000_000_000,
-            task: Task::Once(Box::new(crate::pool::task::Detached::new(|| ()))),
+            task: Task::Once(crate::pool::task::once_job(|| ())),
         };
         let mut replaced = false;
         shared
@@ -799,13 +799,13 @@ mod tests {
         let arrivals: Vec<_> = (0..4_000u64)
             .map(|k| {
                 let ran = ran.clone();
-                let job = crate::pool::task::Detached::new(move || {
+                let job = crate::pool::task::once_job(move || {
                     ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 });
                 Arrival {
                     key: TaskKey::Keyed(k),
                     due: now - k as i64,
-                    task: Task::Once(Box::new(job)),
+                    task: Task::Once(job),
                 }
             })
             .collect();

@@ -1,13 +1,12 @@
 //! Tests of the pending tasks: heap, lane and holds against a key map.
 
 use super::*;
-use crate::pool::task::Detached;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
 fn task() -> Task {
-    Task::Once(Box::new(Detached::new(|| ())))
+    Task::Once(crate::pool::task::once_job(|| ()))
 }
 
 /// The model: key -> (due, stamp), and which keys wait in which hold.

@@ -190,12 +190,24 @@ impl SlotIndex {
     /// Shrink the table once it is a 32nd full, returning the old buckets
     /// for the caller to free (outside its lock: freeing a large buffer can
     /// stall). Rarely, and only when few entries are left to re-place.
+    ///
+    /// The slots indexed must be exactly `0..len()` (the heap's dense slot
+    /// table): they are re-placed by number, so the old table, at least 32
+    /// times as many buckets as entries, is not read at all (scanning it
+    /// was most of a shrink of a 262,144-bucket table under the pool's
+    /// lock: `docs/bench/lab-notes.md`).
     pub(super) fn shrink_if_sparse(&mut self, hash: impl Fn(u32) -> u32) -> Option<Vec<u32>> {
         let n = self.buckets.len();
         if self.is_sparse() {
             let want = ((self.len * LOAD_DEN / LOAD_NUM + 1).next_power_of_two() * 2).max(16);
             if want < n {
-                return Some(self.resize(want, hash));
+                let mut old = std::mem::replace(&mut self.buckets, vec![EMPTY; want]);
+                let slots = u32::try_from(self.len).expect("fewer slots than u32::MAX");
+                for slot in 0..slots {
+                    self.place(hash(slot), slot);
+                }
+                old.clear();
+                return Some(old);
             }
         }
         None
@@ -274,5 +286,26 @@ mod tests {
         assert_eq!(ix.len(), 0);
         assert!(ix.shrink_if_sparse(hash).is_some());
         assert!(ix.allocated_bytes() <= 64 * 4);
+    }
+
+    #[test]
+    fn a_sparse_index_of_dense_slots_shrinks_and_still_finds_each() {
+        let mut ix = SlotIndex::default();
+        let hash = |k: u32| k.wrapping_mul(0x9E37_79B9) % 97;
+        for k in 0..4096u32 {
+            ix.insert(hash(k), k, hash);
+        }
+        // Slots leave from the top, as the heap's dense table's do.
+        for k in (100..4096u32).rev() {
+            assert_eq!(ix.remove(hash(k), hash, |s| s == k), Some(k));
+        }
+        let before = ix.allocated_bytes();
+        assert!(ix.shrink_if_sparse(hash).is_some());
+        assert!(ix.allocated_bytes() < before / 8);
+        ix.check(hash, |_| Ok(())).unwrap();
+        for k in 0..100u32 {
+            assert_eq!(ix.find(hash(k), hash, |s| s == k), Some(k));
+        }
+        assert_eq!(ix.find(hash(100), hash, |s| s == 100), None);
     }
 }

@@ -459,7 +459,32 @@ fn mixed_report(runs: usize) {
             &rows,
             &[false; 7],
         );
+        print_pairs(&res[0], &res[1]);
     }
+}
+
+/// The runs side by side: in how many of them timerpool's figure was at
+/// or below scheduled-thread-pool's (the two ran one after the other, so
+/// each pair shares the host's minute), a sign test that medians of
+/// heavy-tailed figures do not give.
+fn print_pairs(tp: &[Mixed], stp: &[Mixed]) {
+    type Figure = (&'static str, fn(&Mixed) -> f64);
+    let figures: [Figure; 3] = [
+        ("p99.9", |m| m.short.us(0.999)),
+        ("max", |m| m.short.max_us()),
+        ("stalls", |m| m.stalled as f64),
+    ];
+    let counts: Vec<String> = figures
+        .iter()
+        .map(|(name, f)| {
+            let at_or_below = tp.iter().zip(stp).filter(|(a, b)| f(a) <= f(b)).count();
+            format!("{name} {at_or_below} of {}", tp.len())
+        })
+        .collect();
+    println!(
+        "runs where timerpool's figure was at or below scheduled-thread-pool's: {}",
+        counts.join(", ")
+    );
 }
 
 fn with_workers<P: Pool, R>(workers: usize, f: impl FnOnce(&P) -> R) -> R {

@@ -341,7 +341,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// CPU is not running) its thread can be held up for milliseconds
     /// while another worker is free, and a deputy keeps a due task from
     /// waiting for it. The leader passing the lead on then also finds a
-    /// thread awake instead of waking one. Each costs about one wake-up per due
+    /// thread awake instead of waking one. A leader that goes to sleep
+    /// until a due time with no deputy standing asks a free worker to
+    /// stand (once per head), so the first task after an idle spell finds
+    /// one too. Each costs about one wake-up per due
     /// time it watches over, and none while the pool is idle
     /// ([`Stats::deputy_wakeups`](crate::Stats::deputy_wakeups),
     /// [`Stats::rescued`](crate::Stats::rescued)). Needs two workers or

@@ -129,6 +129,9 @@ pub(crate) enum Msg {
     /// The heap nears a shrink: prepare tables for this many entries
     /// outside every lock and hand them to it (`heap/shrink.rs`).
     Spare(usize),
+    /// The leader went to sleep until a due time with no deputy standing:
+    /// look at the heap (step 4) and so stand deputy over it (step 4a).
+    Watch,
 }
 
 /// A few values in order, without an allocation while there is only one

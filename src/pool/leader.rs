@@ -16,6 +16,9 @@
 //!   the measured wake-up latency when adaptive wake is on, whichever is
 //!   longer). No due time in the window means a plain wait, so an idle pool
 //!   never spins.
+//! - Before a timed wait with no deputy standing, the leader asks a free
+//!   worker to stand deputy over the head (`Msg::Watch`, step 3a), once
+//!   per head and with the lock released, then checks again.
 //! - The leader never runs a task while it holds the token. When the head is
 //!   due it passes the token on first (step 5), so the next free worker
 //!   leads (or, finding work due, passes it on and starts work too), then
@@ -28,7 +31,7 @@ use super::broken::FirstReading;
 use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared, State};
-use crate::sync::{thread, MutexGuard};
+use crate::sync::{thread, MutexGuard, Ordering};
 use std::time::{Duration, Instant};
 
 /// What the leader does next, decided under the lock.
@@ -108,6 +111,8 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
     // When the last yield round ended: a run of rounds is paid for whole
     // (its checks too), not only the time inside `yield_now`.
     let mut yielding_since = None;
+    // The head this leadership asked a free worker to stand deputy over.
+    let mut asked = None;
     loop {
         let mut now = shared.time.now();
         if shared.faults.has(Fault::StaleClock) {
@@ -125,6 +130,12 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
             }
             Step::Sleep(until) => {
                 yielding_since = None;
+                if until.is_some() && asks_for_deputy(shared, &st, &mut asked) {
+                    // With the lock released, then back to the check:
+                    // nothing is carried across the release.
+                    MutexGuard::unlocked(&mut st, || shared.handoff.send(Msg::Watch));
+                    continue;
+                }
                 sleep(shared, &mut st, until, &mut token);
             }
             Step::Yield => {
@@ -226,9 +237,92 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
     Led::Start(None)
 }
 
+/// Step 3a: before a timed sleep, whether to ask a free worker to stand
+/// deputy over the head (`Msg::Watch`): the pool has deputies and more
+/// than one worker, none stands now, and this leadership has not asked
+/// over this head yet (`asked`, updated). A deputy's watch otherwise comes
+/// only from a look at the heap after a run, so after an idle spell none
+/// stands, and the first due time cost a follower's wake-up between the
+/// leader's wake and the task's start.
+fn asks_for_deputy<K: Key>(shared: &Shared<K>, st: &State<K>, asked: &mut Option<i64>) -> bool {
+    let head = st.heap.peek_due();
+    let none_stands = shared.deputies.load(Ordering::Acquire) == 0;
+    if !shared.config.deputy || shared.config.workers < 2 || !none_stands || *asked == head {
+        return false;
+    }
+    *asked = head;
+    true
+}
+
 /// Step 8: the token ends here; the exit pill goes behind everything queued.
 fn exit<K>(shared: &Shared<K>, st: MutexGuard<'_, State<K>>, token: Lead) {
     drop(st);
     let Lead { .. } = token;
     shared.handoff.send(Msg::Exit);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::completion::Observe;
+    use crate::pool::intake::Arrival;
+    use crate::pool::task::{once_job, Task, TaskKey};
+
+    /// A pool's engine without threads, for `workers` workers, with one
+    /// task pending an hour from now; `deputy` as the builder's.
+    fn engine_with_far_task(workers: usize, deputy: bool) -> Shared<u64> {
+        let config = crate::TimerPool::<u64>::builder()
+            .workers(workers)
+            .deputy(deputy)
+            .validate();
+        let shared = Shared::new(config.expect("valid"), None, Observe::default());
+        let arrival = Arrival {
+            key: TaskKey::Keyed(1),
+            due: shared.time.now().ns + 3_600_000_000_000,
+            task: Task::Once(once_job(|| ())),
+        };
+        shared
+            .admit(std::iter::once(arrival), |_, _| ())
+            .expect("admitted");
+        shared
+    }
+
+    #[test]
+    fn a_leader_asks_for_a_deputy_once_per_head_and_only_when_none_stands() {
+        let shared = engine_with_far_task(2, true);
+        let st = shared.state.lock();
+        let mut asked = None;
+        assert!(asks_for_deputy(&shared, &st, &mut asked));
+        assert_eq!(asked, st.heap.peek_due());
+        assert!(!asks_for_deputy(&shared, &st, &mut asked), "once per head");
+        let mut fresh = None;
+        shared.deputies.store(1, Ordering::Relaxed);
+        assert!(!asks_for_deputy(&shared, &st, &mut fresh), "one stands");
+        drop(st);
+        for (workers, deputy) in [(1, true), (2, false)] {
+            let shared = engine_with_far_task(workers, deputy);
+            let st = shared.state.lock();
+            assert!(
+                !asks_for_deputy(&shared, &st, &mut None),
+                "{workers} {deputy}"
+            );
+        }
+    }
+
+    #[test]
+    fn after_an_idle_spell_a_free_worker_stands_deputy_over_the_first_head() {
+        // Without step 3a the free worker would wait untimed until the
+        // leader woke it at the due time, an hour from now.
+        let pool = crate::TimerPool::<u64>::builder()
+            .workers(2)
+            .build()
+            .expect("a pool");
+        pool.schedule_detached(1, Duration::from_secs(3600), || ())
+            .expect("scheduled");
+        let bound = Instant::now() + Duration::from_secs(30);
+        while pool.shared.deputies.load(Ordering::Acquire) == 0 {
+            assert!(Instant::now() < bound, "no deputy stood");
+            thread::yield_now();
+        }
+    }
 }

@@ -109,6 +109,9 @@ pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
         match msg {
             Msg::Free(buffers) => drop(buffers),
             Msg::Spare(capacity) => prepare_spare_apart(shared, capacity),
+            // Step 3a: look at the heap (step 4), then stand deputy over
+            // what it found pending (step 4a).
+            Msg::Watch => watch = run_due(shared, index, None, false),
             Msg::Lead(token) => {
                 watch = None;
                 if let Some(Led::Start(held)) = contain(shared, || leader::lead(shared, token)) {

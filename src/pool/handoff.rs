@@ -217,10 +217,14 @@ impl Lead {
     /// Precision mode (`spin_before_due`) asks for its window and is not
     /// bounded by this.
     pub(crate) fn may_yield(&mut self, now: Instant) -> bool {
-        let dense = self.found_due.is_some_and(|at| {
-            now.saturating_duration_since(at) < self.latency.early() * DENSE_GAPS
-        });
-        self.budget.may_spend(now) && !dense
+        self.budget.may_spend(now) && !self.dense(now)
+    }
+
+    /// True when a leader found work due less than [`DENSE_GAPS`] wake
+    /// latencies before `now`: due times come close together.
+    pub(crate) fn dense(&self, now: Instant) -> bool {
+        self.found_due
+            .is_some_and(|at| now.saturating_duration_since(at) < self.latency.early() * DENSE_GAPS)
     }
 
     /// The leader found work due at `now`.

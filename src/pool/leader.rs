@@ -130,7 +130,8 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
             }
             Step::Sleep(until) => {
                 yielding_since = None;
-                if until.is_some() && asks_for_deputy(shared, &st, &mut asked) {
+                let sparse = !token.dense(shared.time.real_now());
+                if until.is_some() && sparse && asks_for_deputy(shared, &st, &mut asked) {
                     // With the lock released, then back to the check:
                     // nothing is carried across the release.
                     MutexGuard::unlocked(&mut st, || shared.handoff.send(Msg::Watch));
@@ -237,13 +238,16 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
     Led::Start(None)
 }
 
-/// Step 3a: before a timed sleep, whether to ask a free worker to stand
-/// deputy over the head (`Msg::Watch`): the pool has deputies and more
-/// than one worker, none stands now, and this leadership has not asked
-/// over this head yet (`asked`, updated). A deputy's watch otherwise comes
-/// only from a look at the heap after a run, so after an idle spell none
-/// stands, and the first due time cost a follower's wake-up between the
-/// leader's wake and the task's start.
+/// Step 3a: before a timed sleep on sparse due times (the caller checks
+/// the token), whether to ask a free worker to stand deputy over the head
+/// (`Msg::Watch`): the pool has deputies and more than one worker, none
+/// stands now, and this leadership has not asked over this head yet
+/// (`asked`, updated). A deputy's watch otherwise comes only from a look
+/// at the heap after a run, so after an idle spell none stands, and the
+/// first due time cost a follower's wake-up between the leader's wake and
+/// the task's start. Not on dense due times: there a worker back from a
+/// run stands deputy within a due time or two, and asking at each of the
+/// leader's short sleeps only added wake-ups (`docs/benchmarks.md`).
 fn asks_for_deputy<K: Key>(shared: &Shared<K>, st: &State<K>, asked: &mut Option<i64>) -> bool {
     let head = st.heap.peek_due();
     let none_stands = shared.deputies.load(Ordering::Acquire) == 0;

@@ -130,8 +130,7 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
             }
             Step::Sleep(until) => {
                 yielding_since = None;
-                let sparse = !token.dense(shared.time.real_now());
-                if until.is_some() && sparse && asks_for_deputy(shared, &st, &mut asked) {
+                if until.is_some() && asks_for_deputy(shared, &st, &token, &mut asked) {
                     // With the lock released, then back to the check:
                     // nothing is carried across the release.
                     MutexGuard::unlocked(&mut st, || shared.handoff.send(Msg::Watch));
@@ -238,20 +237,27 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
     Led::Start(None)
 }
 
-/// Step 3a: before a timed sleep on sparse due times (the caller checks
-/// the token), whether to ask a free worker to stand deputy over the head
-/// (`Msg::Watch`): the pool has deputies and more than one worker, none
-/// stands now, and this leadership has not asked over this head yet
-/// (`asked`, updated). A deputy's watch otherwise comes only from a look
+/// Step 3a: before a timed sleep, whether to ask a free worker to stand
+/// deputy over the head (`Msg::Watch`): the pool has deputies and more
+/// than one worker, none stands now, this leadership has not asked over
+/// this head yet (`asked`, updated), and due times are sparse (`token`). A deputy's watch otherwise comes only from a look
 /// at the heap after a run, so after an idle spell none stands, and the
 /// first due time cost a follower's wake-up between the leader's wake and
 /// the task's start. Not on dense due times: there a worker back from a
 /// run stands deputy within a due time or two, and asking at each of the
 /// leader's short sleeps only added wake-ups (`docs/benchmarks.md`).
-fn asks_for_deputy<K: Key>(shared: &Shared<K>, st: &State<K>, asked: &mut Option<i64>) -> bool {
+fn asks_for_deputy<K: Key>(
+    shared: &Shared<K>,
+    st: &State<K>,
+    token: &Lead,
+    asked: &mut Option<i64>,
+) -> bool {
     let head = st.heap.peek_due();
     let none_stands = shared.deputies.load(Ordering::Acquire) == 0;
     if !shared.config.deputy || shared.config.workers < 2 || !none_stands || *asked == head {
+        return false;
+    }
+    if token.dense(shared.time.real_now()) {
         return false;
     }
     *asked = head;
@@ -294,23 +300,38 @@ mod tests {
     #[test]
     fn a_leader_asks_for_a_deputy_once_per_head_and_only_when_none_stands() {
         let shared = engine_with_far_task(2, true);
+        let token = Lead::first();
         let st = shared.state.lock();
         let mut asked = None;
-        assert!(asks_for_deputy(&shared, &st, &mut asked));
+        assert!(asks_for_deputy(&shared, &st, &token, &mut asked));
         assert_eq!(asked, st.heap.peek_due());
-        assert!(!asks_for_deputy(&shared, &st, &mut asked), "once per head");
+        assert!(
+            !asks_for_deputy(&shared, &st, &token, &mut asked),
+            "once per head"
+        );
         let mut fresh = None;
         shared.deputies.store(1, Ordering::Relaxed);
-        assert!(!asks_for_deputy(&shared, &st, &mut fresh), "one stands");
+        assert!(
+            !asks_for_deputy(&shared, &st, &token, &mut fresh),
+            "one stands"
+        );
         drop(st);
         for (workers, deputy) in [(1, true), (2, false)] {
             let shared = engine_with_far_task(workers, deputy);
             let st = shared.state.lock();
             assert!(
-                !asks_for_deputy(&shared, &st, &mut None),
+                !asks_for_deputy(&shared, &st, &token, &mut None),
                 "{workers} {deputy}"
             );
         }
+        // Due times found a moment ago, a wake latency learned: dense.
+        let shared = engine_with_far_task(2, true);
+        let mut busy = Lead::first();
+        busy.observe(Duration::from_micros(100));
+        busy.found_due(Instant::now());
+        let st = shared.state.lock();
+        assert!(!asks_for_deputy(&shared, &st, &busy, &mut None), "dense");
+        assert!(asks_for_deputy(&shared, &st, &token, &mut None), "sparse");
     }
 
     #[test]

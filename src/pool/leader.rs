@@ -240,12 +240,13 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
 /// Step 3a: before a timed sleep, whether to ask a free worker to stand
 /// deputy over the head (`Msg::Watch`): the pool has deputies and more
 /// than one worker, none stands now, this leadership has not asked over
-/// this head yet (`asked`, updated), and due times are sparse (`token`). A deputy's watch otherwise comes only from a look
-/// at the heap after a run, so after an idle spell none stands, and the
-/// first due time cost a follower's wake-up between the leader's wake and
-/// the task's start. Not on dense due times: there a worker back from a
-/// run stands deputy within a due time or two, and asking at each of the
-/// leader's short sleeps only added wake-ups (`docs/benchmarks.md`).
+/// this head yet (`asked`, updated), and due times are sparse (`token`).
+/// A deputy's watch otherwise comes only from a look at the heap after a
+/// run, so after an idle spell none stands, and the first due time cost a
+/// follower's wake-up between the leader's wake and the task's start. Not
+/// on dense due times: there a worker back from a run stands deputy
+/// within a due time or two, and asking at each of the leader's short
+/// sleeps only added wake-ups (`docs/benchmarks.md`).
 fn asks_for_deputy<K: Key>(
     shared: &Shared<K>,
     st: &State<K>,

@@ -637,6 +637,16 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         }
     }
 
+    /// [`pop_due`](Self::pop_due), leaving a shrink it makes due to the
+    /// caller: an owner that starts the task at once shrinks after the
+    /// start, not inside it ([`maybe_shrink`](Self::maybe_shrink),
+    /// `shrink.rs`). Runs no user code.
+    pub(crate) fn pop_due_unshrunk(&mut self, now: i64) -> Option<Entry<K, V>> {
+        let slot = self.nodes.first().filter(|n| n.due <= now)?.slot;
+        self.unindex(self.meta[slot as usize].hash, slot);
+        Some(self.take_unshrunk(slot))
+    }
+
     /// Remove every entry whose payload satisfies `pred`, in no particular
     /// order. O(n + m log n) for m removals. `pred` sees every payload
     /// before anything is removed, so a panic in it removes nothing.
@@ -692,9 +702,19 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     }
 
     /// Take slot `slot` (already out of the index) out of the heap and the
-    /// slot table. Runs no user code.
+    /// slot table, then shrink the tables if they became sparse. Runs no
+    /// user code.
     #[inline]
     fn take(&mut self, slot: u32) -> Entry<K, V> {
+        let entry = self.take_unshrunk(slot);
+        self.maybe_shrink();
+        entry
+    }
+
+    /// [`take`](Self::take) without the shrink, which the caller leaves
+    /// for later ([`maybe_shrink`](Self::maybe_shrink)).
+    #[inline]
+    fn take_unshrunk(&mut self, slot: u32) -> Entry<K, V> {
         let pos = self.meta[slot as usize].pos as usize;
         let node = self.nodes[pos];
         debug_assert_eq!(node.slot, slot, "slot and node disagree");
@@ -718,7 +738,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             self.nodes[moved.pos as usize].slot = slot;
             self.index.repoint(moved.hash, from, slot);
         }
-        self.maybe_shrink();
         Entry {
             key: taken.key,
             due: node.due,

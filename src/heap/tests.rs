@@ -115,6 +115,38 @@ fn memory_shrinks_after_mass_removal() {
 }
 
 #[test]
+fn a_pop_that_leaves_the_shrink_to_its_caller_keeps_the_tables_until_asked() {
+    let mut h = IndexedHeap::new();
+    for k in 0..10_000u64 {
+        h.insert(k, k as i64, k);
+    }
+    let peak = h.allocated_bytes();
+    let mut now = 0;
+    while !h.sparse() {
+        assert_eq!(h.pop_due_unshrunk(now).map(|e| e.key), Some(now as u64));
+        now += 1;
+    }
+    assert_eq!(h.allocated_bytes(), peak, "nothing shrunk inside the pops");
+    h.check_invariants().unwrap();
+    h.maybe_shrink();
+    assert!(!h.sparse());
+    assert!(!h.take_retired().is_empty(), "old tables retired");
+    assert!(h.allocated_bytes() < peak, "shrunk when asked");
+    h.check_invariants().unwrap();
+    // What a caller that never asks keeps is shrunk by the next removal
+    // that shrinks as usual.
+    while !h.sparse() {
+        h.pop_due_unshrunk(now).expect("due");
+        now += 1;
+    }
+    let before = h.allocated_bytes();
+    h.remove(&(now as u64)).expect("pending");
+    drop(h.take_retired());
+    assert!(h.allocated_bytes() < before);
+    h.check_invariants().unwrap();
+}
+
+#[test]
 fn shrinking_retires_the_old_buffers_to_the_owner() {
     let mut h = IndexedHeap::new();
     for k in 0..10_000u64 {

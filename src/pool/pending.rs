@@ -334,16 +334,31 @@ impl<K: Hash + Eq> Pending<K> {
         }
     }
 
-    /// Take out the earliest task if it is due by `now`. Runs no user code.
+    /// Take out the earliest task if it is due by `now`, to start it at
+    /// once. A shrink of the heap this makes due waits for
+    /// [`shrink_heap`](Self::shrink_heap), after the start. Runs no user
+    /// code.
     pub(crate) fn pop_due(&mut self, now: i64) -> Option<PoolEntry<K>> {
         let Some(lane) = self.lane.first().filter(|&(due, _)| due <= now) else {
-            return self.heap.pop_due(now);
+            return self.heap.pop_due_unshrunk(now);
         };
         match (self.heap.peek_stamp(), Some(lane)) {
-            (Some(h), Some(l)) if h < l => self.heap.pop_due(now),
+            (Some(h), Some(l)) if h < l => self.heap.pop_due_unshrunk(now),
             (_, Some(_)) => Some(self.lane.take(self.lane.base)),
-            _ => self.heap.pop_due(now),
+            _ => self.heap.pop_due_unshrunk(now),
         }
+    }
+
+    /// True if the heap's tables are sparse enough to shrink: a start left
+    /// the shrink for [`shrink_heap`](Self::shrink_heap).
+    pub(crate) fn heap_sparse(&self) -> bool {
+        self.heap.sparse()
+    }
+
+    /// Shrink the heap's tables if they are sparse (`heap/shrink.rs`); the
+    /// old ones come out with [`take_retired`](Self::take_retired).
+    pub(crate) fn shrink_heap(&mut self) {
+        self.heap.maybe_shrink();
     }
 
     /// Where `key` is in the lane, with the heap's probe for it.

@@ -83,6 +83,7 @@
 //! wrap it in their own lock.
 
 mod check;
+mod chunks;
 mod index;
 mod order;
 mod retired;
@@ -90,6 +91,7 @@ mod shrink;
 #[cfg(test)]
 mod unwind_tests;
 
+use chunks::Chunks;
 use index::SlotIndex;
 pub(crate) use retired::{Retired, Spare};
 use std::fmt;
@@ -266,8 +268,8 @@ impl Probe {
 pub struct IndexedHeap<K, V, S = DefaultState> {
     /// The heap array, in heap order.
     nodes: Vec<Node>,
-    /// Dense slot table.
-    slots: Vec<Slot<K, V>>,
+    /// Dense slot table, in chunks (`chunks.rs`).
+    slots: Chunks<Slot<K, V>>,
     /// Position and hash of each slot's entry; `meta[nodes[p].slot].pos == p`
     /// for every `p`.
     meta: Vec<Meta>,
@@ -350,7 +352,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     pub fn with_hasher(hasher: S) -> Self {
         IndexedHeap {
             nodes: Vec::new(),
-            slots: Vec::new(),
+            slots: Chunks::new(),
             meta: Vec::new(),
             retired: Retired::none(),
             spare: None,
@@ -729,7 +731,10 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
                 self.sift_down(pos);
             }
         }
-        let taken = self.slots.swap_remove(slot as usize);
+        let (taken, emptied) = self.slots.swap_remove(slot as usize);
+        if let Some(chunk) = emptied {
+            self.retire_chunk(chunk);
+        }
         self.meta.swap_remove(slot as usize);
         if let Some(&moved) = self.meta.get(slot as usize) {
             // The former last slot now lives at `slot`: repoint its node and

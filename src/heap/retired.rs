@@ -23,8 +23,8 @@ pub(crate) struct Retired<K, V>(pub(super) Option<Box<Buffers<K, V>>>);
 pub(super) struct Buffers<K, V> {
     /// An emptied heap array.
     pub(super) nodes: Vec<Node>,
-    /// An emptied slot table.
-    pub(super) slots: Vec<Slot<K, V>>,
+    /// Emptied chunks of the slot table (`chunks.rs`).
+    pub(super) chunks: Vec<Vec<Slot<K, V>>>,
     /// An emptied position and hash table.
     pub(super) meta: Vec<Meta>,
     /// An emptied index table.
@@ -41,7 +41,6 @@ impl<K, V> Spare<K, V> {
     pub(crate) fn prepared(capacity: usize) -> Self {
         let mut b = Buffers::with_capacity(capacity);
         touch(&mut b.nodes);
-        touch(&mut b.slots);
         touch(&mut b.meta);
         Spare(Box::new(b))
     }
@@ -66,17 +65,19 @@ impl<K, V> Buffers<K, V> {
     pub(super) fn none() -> Self {
         Buffers {
             nodes: Vec::new(),
-            slots: Vec::new(),
+            chunks: Vec::new(),
             meta: Vec::new(),
             index: Vec::new(),
         }
     }
 
-    /// Empty heap tables (no index) for `capacity` entries.
+    /// Empty heap tables for `capacity` entries: the heap array and the
+    /// position table (slots are kept in chunks, which a shrink does not
+    /// move; no index).
     pub(super) fn with_capacity(capacity: usize) -> Self {
         Buffers {
             nodes: Vec::with_capacity(capacity),
-            slots: Vec::with_capacity(capacity),
+            chunks: Vec::new(),
             meta: Vec::with_capacity(capacity),
             index: Vec::new(),
         }
@@ -91,14 +92,13 @@ impl<K, V> Buffers<K, V> {
 
     /// The entries the heap tables can take without growing.
     pub(super) fn room(&self) -> usize {
-        let room = self.nodes.capacity().min(self.slots.capacity());
-        room.min(self.meta.capacity())
+        self.nodes.capacity().min(self.meta.capacity())
     }
 
     /// True when no buffer holds memory.
     pub(super) fn is_empty(&self) -> bool {
         self.nodes.capacity() == 0
-            && self.slots.capacity() == 0
+            && self.chunks.is_empty()
             && self.meta.capacity() == 0
             && self.index.capacity() == 0
     }
@@ -107,7 +107,7 @@ impl<K, V> Buffers<K, V> {
     pub(super) fn bytes(&self) -> usize {
         use std::mem::size_of;
         self.nodes.capacity() * size_of::<Node>()
-            + self.slots.capacity() * size_of::<Slot<K, V>>()
+            + self.chunks.iter().map(Vec::capacity).sum::<usize>() * size_of::<Slot<K, V>>()
             + self.meta.capacity() * size_of::<Meta>()
             + self.index.capacity() * size_of::<u32>()
     }
@@ -130,7 +130,7 @@ impl<K, V> fmt::Debug for Retired<K, V> {
         let b = self.0.as_deref().unwrap_or(&empty);
         f.debug_struct("Retired")
             .field("nodes", &b.nodes.capacity())
-            .field("slots", &b.slots.capacity())
+            .field("chunks", &b.chunks.len())
             .field("meta", &b.meta.capacity())
             .field("index", &b.index.capacity())
             .finish()

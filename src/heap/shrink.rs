@@ -49,7 +49,7 @@ impl<K, V, S> IndexedHeap<K, V, S> {
     /// (above the floor).
     #[inline]
     fn tables_sparse(&self) -> bool {
-        let cap = self.slots.capacity();
+        let cap = self.nodes.capacity();
         cap > FLOOR && self.nodes.len() < cap / 4
     }
 
@@ -65,11 +65,11 @@ impl<K, V, S> IndexedHeap<K, V, S> {
             into.nodes.extend_from_slice(&self.nodes);
             shrunk.nodes = std::mem::replace(&mut self.nodes, into.nodes);
             shrunk.nodes.clear();
-            into.slots.append(&mut self.slots);
-            shrunk.slots = std::mem::replace(&mut self.slots, into.slots);
             into.meta.extend_from_slice(&self.meta);
             shrunk.meta = std::mem::replace(&mut self.meta, into.meta);
             shrunk.meta.clear();
+            // Slots move only in a table small enough for one chunk.
+            shrunk.chunks = self.slots.shrink_small(target);
         }
         let meta = &self.meta;
         if let Some(index) = self.index.shrink_if_sparse(|s| meta[s as usize].hash) {
@@ -79,7 +79,7 @@ impl<K, V, S> IndexedHeap<K, V, S> {
         // owner) never runs user code.
         debug_assert!(
             shrunk.nodes.is_empty()
-                && shrunk.slots.is_empty()
+                && shrunk.chunks.iter().all(Vec::is_empty)
                 && shrunk.meta.is_empty()
                 && shrunk.index.is_empty()
         );
@@ -90,13 +90,24 @@ impl<K, V, S> IndexedHeap<K, V, S> {
         }
     }
 
+    /// Retire an emptied chunk of the slot table (`chunks.rs`) with the
+    /// buffers the owner has not taken yet.
+    #[cold]
+    pub(super) fn retire_chunk(&mut self, chunk: Vec<super::Slot<K, V>>) {
+        let retired = self
+            .retired
+            .0
+            .get_or_insert_with(|| Box::new(Buffers::none()));
+        retired.chunks.push(chunk);
+    }
+
     /// Empty tables for a shrink to `target` entries: the spare if it fits
     /// (at least `target`, less than the tables now), else fresh ones. A
     /// spare that does not fit is dropped here (it holds no entry); the
     /// next spare is asked for once the heap nears its next shrink.
     fn spare_for(&mut self, target: usize) -> Buffers<K, V> {
         self.spare_asked = false;
-        let cap = self.slots.capacity();
+        let cap = self.nodes.capacity();
         match self.spare.take() {
             Some(Spare(b)) if b.fits(target, cap) => *b,
             _ => Buffers::with_capacity(target),
@@ -110,7 +121,7 @@ impl<K, V, S> IndexedHeap<K, V, S> {
     /// [`give_spare`](Self::give_spare).
     #[inline]
     pub(crate) fn spare_wanted(&mut self) -> Option<usize> {
-        let cap = self.slots.capacity();
+        let cap = self.nodes.capacity();
         let near = cap > FLOOR && self.nodes.len() < cap / 16 * 5;
         if !near || self.spare_asked || self.spare.is_some() {
             return None;
@@ -123,7 +134,7 @@ impl<K, V, S> IndexedHeap<K, V, S> {
     /// holds none; else give it back, to drop outside the lock (and ask
     /// again when the heap next nears a shrink).
     pub(crate) fn give_spare(&mut self, spare: Spare<K, V>) -> Option<Spare<K, V>> {
-        let cap = self.slots.capacity();
+        let cap = self.nodes.capacity();
         let near = self.nodes.len() < cap / 16 * 5;
         let room = spare.0.room();
         if self.spare.is_some() || !near || room >= cap {

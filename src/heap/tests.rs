@@ -175,7 +175,7 @@ fn full_heap() -> IndexedHeap<u64, ()> {
 #[test]
 fn a_heap_nearing_a_shrink_asks_once_for_a_spare_and_shrinks_into_it() {
     let mut h = full_heap();
-    let cap = h.slots.capacity();
+    let cap = h.nodes.capacity();
     let mut asked = Vec::new();
     let mut k = 0;
     // Down to just above the shrink (a quarter of the capacity).
@@ -198,7 +198,7 @@ fn a_heap_nearing_a_shrink_asks_once_for_a_spare_and_shrinks_into_it() {
     let before = h.allocated_bytes();
     h.remove(&k).unwrap();
     k += 1;
-    assert_eq!(h.slots.capacity(), size, "shrunk into the spare");
+    assert_eq!(h.nodes.capacity(), size, "shrunk into the spare");
     assert!(!h.take_retired().is_empty(), "the old tables are retired");
     assert!(h.allocated_bytes() < before);
     h.check_invariants().unwrap();
@@ -215,7 +215,7 @@ fn a_heap_nearing_a_shrink_asks_once_for_a_spare_and_shrinks_into_it() {
 #[test]
 fn a_spare_is_refused_when_the_heap_no_longer_nears_a_shrink() {
     let mut h = full_heap();
-    let cap = h.slots.capacity();
+    let cap = h.nodes.capacity();
     let mut k = 0;
     let mut wanted = None;
     while wanted.is_none() {
@@ -236,14 +236,14 @@ fn a_spare_is_refused_when_the_heap_no_longer_nears_a_shrink() {
         h.remove(&key).unwrap();
     }
     h.check_invariants().unwrap();
-    assert!(h.slots.capacity() < cap / 4);
+    assert!(h.nodes.capacity() < cap / 4);
 }
 
 #[test]
 fn a_prepared_spare_has_room_and_no_entries() {
     let spare: Spare<u64, String> = Spare::prepared(5_000);
     assert!(spare.0.room() >= 5_000);
-    assert!(spare.0.nodes.is_empty() && spare.0.slots.is_empty() && spare.0.meta.is_empty());
+    assert!(spare.0.nodes.is_empty() && spare.0.meta.is_empty());
     assert!(spare.bytes() > 0);
 }
 

@@ -9,7 +9,10 @@
 //! - The heap array holds small copyable `Node`s (`due`, the low half of
 //!   `seq`, slot number), so sifting moves 16-byte values (four children in
 //!   64 bytes) and never touches keys or payloads.
-//! - A dense slot table holds each entry's key and payload.
+//! - A dense slot table holds each entry's key and payload, in chunks of
+//!   at least 64 KiB (`chunks.rs`): growing adds a chunk and a draining
+//!   table gives each up as it empties, so no slot is copied when the
+//!   other tables grow or shrink.
 //! - Beside it, a table of 12-byte `Meta` entries, one per slot, holds the
 //!   position of the entry's node, 32 bits of its key's hash and the high
 //!   half of its stamp. A move
@@ -17,8 +20,8 @@
 //!   so mostly cached, and no hashing. Removal moves the last slot (and its
 //!   `Meta`) into the hole, re-pointing its node and its index bucket
 //!   (found by the stored hash), so the tables never have holes and, after
-//!   mass removal, every table moves to a smaller buffer with no compaction
-//!   pass. (A free list of slots was
+//!   mass removal, the heap array and `Meta` move to smaller buffers and
+//!   the slot table's emptied chunks go, with no compaction pass. (A free list of slots was
 //!   measured: 5-15% cheaper per removal at 1M entries, but its compaction,
 //!   run inside a removal under the owner's lock, stalled a pool for
 //!   milliseconds.)
@@ -76,8 +79,9 @@
 //! # Files
 //!
 //! This file holds the tables and the keyed operations; `order.rs` how two
-//! entries compare and the sifts; `shrink.rs` and `retired.rs` giving
-//! memory back; `index.rs` the key index; `check.rs` the invariant checks.
+//! entries compare and the sifts; `chunks.rs` the slot table;
+//! `shrink.rs` and `retired.rs` giving memory back; `index.rs` the key
+//! index; `check.rs` the invariant checks.
 //!
 //! This module has no synchronisation at all; [`crate::Scheduler`] and the pool
 //! wrap it in their own lock.

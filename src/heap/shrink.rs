@@ -1,7 +1,10 @@
 //! Giving memory back: once the heap falls to a quarter of its capacity,
-//! its tables move to smaller buffers and the old ones are retired.
+//! its heap array and position table move to smaller buffers and the old
+//! ones are retired. (The slot table, in chunks, gives each chunk up as it
+//! empties, `chunks.rs`, and moves only while it fits in its first chunk.)
 //!
-//! The move copies the surviving entries, under the owner's lock. Into
+//! The move copies the surviving entries' nodes and positions, 28 bytes
+//! an entry, under the owner's lock. Into
 //! fresh buffers that copy faulted in every page of them: a 100,000-entry
 //! heap falling to 32,767 held its owner's lock for 1.6-2.3 ms on this
 //! project's virtual machine, and every due task with it
@@ -17,7 +20,8 @@
 //! Every removal shrinks inline, except [`IndexedHeap::pop_due_unshrunk`]:
 //! the pool's worker takes a task out to start it at once, and a copy
 //! inside that critical section made the task late by the copy's length
-//! (about 0.1 ms for 8,191 entries). It asks [`IndexedHeap::sparse`] and
+//! (about 0.1 ms for 8,191 entries, before the slot table was chunked;
+//! 30-60 µs since). It asks [`IndexedHeap::sparse`] and
 //! calls [`IndexedHeap::maybe_shrink`] after the task's run instead (step
 //! 4d of `docs/protocol.md`).
 

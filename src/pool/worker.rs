@@ -26,6 +26,9 @@
 //!   hold's own lock; a worker whose hold is empty takes the earliest due
 //!   task, another worker's held one included (step 4c), so no task waits
 //!   behind a running one.
+//! - A start that leaves the heap's tables sparse does not shrink them:
+//!   the worker does, after the run, in a critical section of its own
+//!   (step 4d), so that the copy never delays the task it started.
 //! - A task's own panic is caught in its run. Any other user code a worker
 //!   runs (a key's traits while settling, the `Drop` of a key) is contained
 //!   too: a panic there is counted and the worker keeps serving; keys are
@@ -316,11 +319,12 @@ fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
 
 /// Step 4d: shrink the heap's tables, which a start left sparse, in a
 /// critical section of its own after that start's run, and free the old
-/// ones after the lock. Inside the start the copy (about 0.1 ms for 8,191
-/// entries on this project's guest, `heap/shrink.rs`) made that task late
-/// by as much; after its run it falls between due times, where a start
-/// meets it only in a backlog. Another removal may have shrunk them
-/// meanwhile: then nothing is left to do.
+/// ones after the lock. Inside the start the copy (`heap/shrink.rs`: on
+/// this project's guest about 0.1 ms for 8,191 entries while it moved the
+/// slots too, 30-60 µs since) made that task late by as much; after its
+/// run it falls between due times, where a start meets it only in a
+/// backlog. Another removal may have shrunk them meanwhile: then nothing
+/// is left to do.
 fn shrink_heap<K: Key>(shared: &Shared<K>) {
     let mut st = shared.state.lock();
     st.heap.shrink_heap();

@@ -318,8 +318,8 @@ fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
 }
 
 /// Step 4d: shrink the heap's tables, which a start left sparse, in a
-/// critical section of its own after that start's run, and free the old
-/// ones after the lock. Inside the start the copy (`heap/shrink.rs`: on
+/// critical section of its own after that start's run, and send the old
+/// ones to a free worker to free (`Msg::Free`). Inside the start the copy (`heap/shrink.rs`: on
 /// this project's guest about 0.1 ms for 8,191 entries while it moved the
 /// slots too, 30-60 µs since) made that task late by as much; after its
 /// run it falls between due times, where a start meets it only in a
@@ -330,7 +330,11 @@ fn shrink_heap<K: Key>(shared: &Shared<K>) {
     st.heap.shrink_heap();
     let retired = st.heap.take_retired();
     drop(st);
-    drop(retired);
+    // A free worker frees them, as step 5's `Free`: this one may share its
+    // CPU with the worker it just woke to lead.
+    if !retired.is_empty() {
+        shared.handoff.send(Msg::Free(Box::new(retired)));
+    }
 }
 
 /// Step 4: take the earliest due task out of the heap to run it now. From
@@ -845,7 +849,7 @@ mod tests {
             .admit(arrivals.into_iter(), |_, _| ())
             .expect("admitted");
         let mut asked = Vec::new();
-        let mut shrinks = 0;
+        let (mut shrinks, mut freed) = (0, 0);
         while let Ok(c) = start_next(&shared, 0) {
             let shrink = c.shrink;
             execute(&shared, 0, c);
@@ -856,14 +860,19 @@ mod tests {
                 shrink_heap(&shared);
                 assert!(!shared.state.lock().heap.heap_sparse(), "shrunk");
             }
-            // A free worker would receive it; this thread plays one.
-            match shared.handoff.recv_deadline(Instant::now()) {
-                Some(Msg::Spare(capacity)) => {
-                    asked.push(capacity);
-                    prepare_spare(&shared, capacity);
+            // A free worker would receive them; this thread plays one.
+            while let Some(msg) = shared.handoff.recv_deadline(Instant::now()) {
+                match msg {
+                    Msg::Spare(capacity) => {
+                        asked.push(capacity);
+                        prepare_spare(&shared, capacity);
+                    }
+                    Msg::Free(buffers) => {
+                        freed += 1;
+                        drop(buffers);
+                    }
+                    _ => panic!("only spare requests and old tables"),
                 }
-                Some(_) => panic!("only spare requests"),
-                None => {}
             }
         }
         assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 4_000);
@@ -872,6 +881,7 @@ mod tests {
         assert_eq!(asked, vec![2_048, 1_024]);
         // The two above, and the index's own (`heap/index.rs`).
         assert!(shrinks >= 2, "each shrink after its start's run: {shrinks}");
+        assert_eq!(freed, shrinks, "each shrink's old tables to a free worker");
     }
 
     #[test]

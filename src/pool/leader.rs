@@ -228,9 +228,7 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
         shared.handoff.hand_over(Msg::Lead(token));
     }
     // Behind the token: the next free worker leads first.
-    if !retired.is_empty() {
-        shared.handoff.send(Msg::Free(Box::new(retired)));
-    }
+    shared.free_elsewhere(retired);
     if let Some(capacity) = spare {
         shared.handoff.send(Msg::Spare(capacity));
     }

@@ -27,7 +27,7 @@ use super::fault::{Fault, Faults};
 use super::handoff::{Mailbox, Msg};
 use super::hold::{Held, Hold};
 use super::outcome::Abandon;
-use super::pending::Pending;
+use super::pending::{Given, Pending};
 use super::stats::Counters;
 use super::task::{Task, TaskKey};
 use super::time::Timeline;
@@ -141,6 +141,16 @@ pub(crate) struct Shared<K> {
 }
 
 impl<K: Key> Shared<K> {
+    /// Send buffers the heap or the lane gave up to a free worker to free
+    /// (`Msg::Free`), if there are any: a large free can take the freeing
+    /// thread for hundreds of µs, so neither the leader passing the lead
+    /// (step 5) nor a worker that just shrank the heap (step 4d) does it.
+    pub(crate) fn free_elsewhere(&self, given: Given<K>) {
+        if !given.is_empty() {
+            self.handoff.send(Msg::Free(Box::new(given)));
+        }
+    }
+
     /// The engine of a pool configured by `config` and observed as
     /// `observe` says (completion stream, tracing keys), with nothing
     /// pending; `key_names` names keys in errors.

@@ -332,9 +332,7 @@ fn shrink_heap<K: Key>(shared: &Shared<K>) {
     drop(st);
     // A free worker frees them, as step 5's `Free`: this one may share its
     // CPU with the worker it just woke to lead.
-    if !retired.is_empty() {
-        shared.handoff.send(Msg::Free(Box::new(retired)));
-    }
+    shared.free_elsewhere(retired);
 }
 
 /// Step 4: take the earliest due task out of the heap to run it now. From

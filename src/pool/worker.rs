@@ -28,7 +28,9 @@
 //!   behind a running one.
 //! - A start that leaves the heap's tables sparse does not shrink them:
 //!   the worker does, after the run, in a critical section of its own
-//!   (step 4d), so that the copy never delays the task it started.
+//!   (step 4d), so that the copy never delays the task it started; a
+//!   start that takes the heap near a shrink asks for the spare tables
+//!   after the run too, so that the request wakes no one before it.
 //! - A task's own panic is caught in its run. Any other user code a worker
 //!   runs (a key's traits while settling, the `Drop` of a key) is contained
 //!   too: a panic there is counted and the worker keeps serving; keys are
@@ -67,6 +69,9 @@ pub(crate) struct Claimed<K> {
     /// Its start left the heap's tables sparse: shrink them after the run
     /// (step 4d).
     shrink: bool,
+    /// Its start took the heap near a shrink: ask a free worker for the
+    /// spare tables of this many entries after the run (step 4d).
+    spare: Option<usize>,
 }
 
 /// What a run leaves to settle under the lock.
@@ -255,11 +260,9 @@ fn run_due<K: Key>(
         if rescue {
             shared.counters.rescued(index);
         }
-        let shrink = c.shrink;
+        let (shrink, spare) = (c.shrink, c.spare);
         contain(shared, || execute(shared, index, c));
-        if shrink {
-            shrink_heap(shared);
-        }
+        tidy_heap(shared, shrink, spare);
         if let Some(token) = held.take() {
             shared.handoff.send(Msg::Lead(token));
         }
@@ -314,7 +317,24 @@ fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
         due: entry.due,
         at,
         shrink: false,
+        spare: None,
     })
+}
+
+/// Step 4d, after the run of a task whose start left the heap sparse or
+/// near a shrink: shrink it ([`shrink_heap`]), and ask a free worker for
+/// the spare tables of the next shrink (`Msg::Spare`). Asked inside the
+/// start, the request woke a worker, which started the spare's thread,
+/// while the task had yet to begin: on four workers that task started
+/// 100-800 µs late in about half the runs of the mixed-lengths load
+/// (`docs/bench/lab-notes.md`).
+fn tidy_heap<K: Key>(shared: &Shared<K>, shrink: bool, spare: Option<usize>) {
+    if shrink {
+        shrink_heap(shared);
+    }
+    if let Some(capacity) = spare {
+        shared.handoff.send(Msg::Spare(capacity));
+    }
 }
 
 /// Step 4d: shrink the heap's tables, which a start left sparse, in a
@@ -370,16 +390,13 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
                 }
                 st.started += 1;
                 claimed.shrink = st.heap.heap_sparse();
+                claimed.spare = st.heap.spare_wanted();
                 let ended = shared.holds[index].lock().running.replace(key);
                 let held = match holds_tasks(shared, &claimed) {
                     true => fill(shared, &mut st, now.ns, index),
                     false => 0,
                 };
-                let spare = st.heap.spare_wanted();
                 drop(st);
-                if let Some(capacity) = spare {
-                    shared.handoff.send(Msg::Spare(capacity));
-                }
                 if held > 0 {
                     shared.counters.held(index, held);
                 }
@@ -455,6 +472,7 @@ fn claim_one<K: Key>(
         due: entry.due,
         at,
         shrink: false,
+        spare: None,
     };
     Some((claimed, entry.key))
 }
@@ -849,13 +867,17 @@ mod tests {
         let mut asked = Vec::new();
         let (mut shrinks, mut freed) = (0, 0);
         while let Ok(c) = start_next(&shared, 0) {
-            let shrink = c.shrink;
+            let (shrink, spare) = (c.shrink, c.spare);
             execute(&shared, 0, c);
             if shrink {
-                // Step 4d, as `run_due` takes it.
                 assert!(shared.state.lock().heap.heap_sparse(), "left sparse");
                 shrinks += 1;
-                shrink_heap(&shared);
+            }
+            // No request is sent before the run.
+            assert!(shared.handoff.recv_deadline(Instant::now()).is_none());
+            // Step 4d, as `run_due` takes it.
+            tidy_heap(&shared, shrink, spare);
+            if shrink {
                 assert!(!shared.state.lock().heap.heap_sparse(), "shrunk");
             }
             // A free worker would receive them; this thread plays one.

@@ -216,10 +216,11 @@ fn sleep<K>(
 /// Step 5: with the lock released, pass the token on to the next free
 /// worker, and the buffers the heap gave up while shrinking behind it (a
 /// free can stall for milliseconds; a worker with nothing else to do frees
-/// them), and the heap's request for a spare, if it nears a shrink.
+/// them). The heap's request for a spare is not asked here: the start
+/// that follows asks it and sends it after its run (step 4d), so that it
+/// wakes no worker before the due task begins.
 fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lead) -> Led {
     let retired = st.heap.take_retired();
-    let spare = st.heap.spare_wanted();
     drop(st);
     if shared.faults.has(Fault::RunBeforePass) {
         return Led::Start(Some(token));
@@ -229,9 +230,6 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
     }
     // Behind the token: the next free worker leads first.
     shared.free_elsewhere(retired);
-    if let Some(capacity) = spare {
-        shared.handoff.send(Msg::Spare(capacity));
-    }
     Led::Start(None)
 }
 

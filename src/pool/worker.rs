@@ -325,9 +325,11 @@ fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
 /// near a shrink: shrink it ([`shrink_heap`]), and ask a free worker for
 /// the spare tables of the next shrink (`Msg::Spare`). Asked inside the
 /// start, the request woke a worker, which started the spare's thread,
-/// while the task had yet to begin: on four workers that task started
-/// 100-800 µs late in about half the runs of the mixed-lengths load
-/// (`docs/bench/lab-notes.md`).
+/// while the task had yet to begin: on four workers, in 20 runs of the
+/// mixed-lengths load, the task due there started over 110 µs late at 16
+/// of 80 such instants (up to 817 µs), asked after the run at 6 of 80
+/// (`docs/bench/lab-notes.md`). The leader's pass (step 5) leaves the
+/// request to this start.
 fn tidy_heap<K: Key>(shared: &Shared<K>, shrink: bool, spare: Option<usize>) {
     if shrink {
         shrink_heap(shared);

@@ -12,7 +12,7 @@
 //! - Exactly one [`Lead`] exists while the pool runs; it is in the channel or
 //!   held by the one leader, who never runs a task while holding it.
 
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -27,20 +27,26 @@ use std::time::{Duration, Instant};
 ///
 /// The mailbox also knows the deadlines of the receivers in a timed wait
 /// (the deputies), so that a message can be [handed over](Self::hand_over)
-/// to one already waking without waking another thread.
+/// to one already waking without waking another thread, and it admits
+/// them: whether a receiver may wait with a deadline is decided under its
+/// lock, against the deadlines there (step 4a).
 pub(crate) struct Mailbox<T> {
     /// Messages and timed receivers.
     inbox: Mutex<Inbox<T>>,
     /// Notified once per message sent (and not handed over).
     ready: Condvar,
+    /// How many receivers wait with a deadline: `Inbox::timed`'s length,
+    /// stored under the lock whenever it changes, for readers that do not
+    /// take the lock (the leader's step 3a).
+    deputies: AtomicU64,
 }
 
 /// What the mailbox's lock guards.
 struct Inbox<T> {
     /// Messages not yet received, oldest first.
     queue: VecDeque<T>,
-    /// The deadline of each receiver in [`Mailbox::recv_deadline`], entered
-    /// and left under the lock.
+    /// The deadline of each receiver in a timed wait
+    /// ([`Mailbox::recv_watching`]), entered and left under the lock.
     timed: Vec<Instant>,
 }
 
@@ -53,7 +59,13 @@ impl<T> Mailbox<T> {
                 timed: Vec::new(),
             }),
             ready: Condvar::new(),
+            deputies: AtomicU64::new(0),
         }
+    }
+
+    /// How many receivers wait with a deadline now.
+    pub(crate) fn deputies(&self) -> u64 {
+        self.deputies.load(Ordering::Acquire)
     }
 
     /// Queue `msg` and wake one waiting receiver, if any. Never blocks
@@ -87,34 +99,73 @@ impl<T> Mailbox<T> {
         !waking
     }
 
-    /// The oldest message, waiting for one as long as it takes.
-    pub(crate) fn recv(&self) -> T {
+    /// Step 4a's wait: the oldest message, waiting for one; or, for a
+    /// receiver with a `deadline` admitted as a deputy, `None` once the
+    /// deadline passes with none (never under loom, whose waits are
+    /// untimed). A queued message is taken at once. Otherwise the receiver
+    /// waits with its deadline if fewer than `limit` receivers do; past the
+    /// limit, or with no deadline, it waits untimed. Admission and leaving
+    /// both happen under this lock, so the count it admits against is
+    /// exact: a deputy that has taken a message (often the lead) or timed
+    /// out no longer counts, even before it runs again, and a worker does
+    /// not wait untimed beside a free place.
+    pub(crate) fn recv_watching(&self, deadline: Option<Instant>, limit: usize) -> Option<T> {
         let mut inbox = self.inbox.lock();
+        if let Some(msg) = inbox.queue.pop_front() {
+            return Some(msg);
+        }
+        match deadline {
+            Some(deadline) if inbox.timed.len() < limit => self.wait_until(&mut inbox, deadline),
+            _ => Some(self.wait(&mut inbox)),
+        }
+    }
+
+    /// Wait untimed for a message, under the lock.
+    fn wait(&self, inbox: &mut MutexGuard<'_, Inbox<T>>) -> T {
         loop {
             if let Some(msg) = inbox.queue.pop_front() {
                 return msg;
             }
-            self.ready.wait(&mut inbox);
+            self.ready.wait(inbox);
         }
     }
 
-    /// The oldest message, or `None` once `deadline` has passed with none
-    /// (never under loom, whose waits are untimed).
-    pub(crate) fn recv_deadline(&self, deadline: Instant) -> Option<T> {
-        let mut inbox = self.inbox.lock();
+    /// Wait as a deputy until `deadline`, under the lock: counted in on
+    /// entry, out on leaving.
+    fn wait_until(&self, inbox: &mut MutexGuard<'_, Inbox<T>>, deadline: Instant) -> Option<T> {
         inbox.timed.push(deadline);
+        self.count_deputies(inbox);
         let got = loop {
             if let Some(msg) = inbox.queue.pop_front() {
                 break Some(msg);
             }
-            if self.ready.wait_until(&mut inbox, deadline).timed_out() {
+            if self.ready.wait_until(inbox, deadline).timed_out() {
                 break inbox.queue.pop_front();
             }
         };
         if let Some(i) = inbox.timed.iter().position(|&d| d == deadline) {
             inbox.timed.swap_remove(i);
         }
+        self.count_deputies(inbox);
         got
+    }
+
+    /// Publish the number of timed receivers, under the lock.
+    fn count_deputies(&self, inbox: &Inbox<T>) {
+        self.deputies
+            .store(inbox.timed.len() as u64, Ordering::Release);
+    }
+
+    /// The oldest message, if one is queued; never waits.
+    #[cfg(test)]
+    pub(crate) fn try_recv(&self) -> Option<T> {
+        self.inbox.lock().queue.pop_front()
+    }
+
+    /// Pretend `n` deputies stand, for tests of the leader's step 3a.
+    #[cfg(test)]
+    pub(crate) fn pretend_deputies(&self, n: u64) {
+        self.deputies.store(n, Ordering::Release);
     }
 }
 
@@ -361,17 +412,68 @@ mod tests {
         let mailbox = Mailbox::new();
         mailbox.send(1);
         mailbox.send(2);
-        assert_eq!(mailbox.recv(), 1);
+        assert_eq!(mailbox.recv_watching(None, 1), Some(1));
         let past = Instant::now();
-        assert_eq!(mailbox.recv_deadline(past), Some(2), "a message first");
+        assert_eq!(
+            mailbox.recv_watching(Some(past), 1),
+            Some(2),
+            "a message first"
+        );
         let soon = Instant::now() + Duration::from_millis(5);
-        assert_eq!(mailbox.recv_deadline(soon), None);
+        assert_eq!(mailbox.recv_watching(Some(soon), 1), None);
         assert!(Instant::now() >= soon, "not before the deadline");
+        assert_eq!(mailbox.deputies(), 0, "it left");
         let mailbox = std::sync::Arc::new(mailbox);
         let sender = mailbox.clone();
-        let waiter = std::thread::spawn(move || mailbox.recv());
+        let waiter = std::thread::spawn(move || mailbox.recv_watching(None, 1));
         sender.send(3);
-        assert_eq!(waiter.join().expect("the receiver returns"), 3);
+        assert_eq!(waiter.join().expect("the receiver returns"), Some(3));
+    }
+
+    /// Wait (yielding, bounded) until `n` receivers stand deputy.
+    fn until_deputies(mailbox: &Mailbox<u32>, n: u64) {
+        let bound = Instant::now() + Duration::from_secs(30);
+        while mailbox.deputies() != n {
+            assert!(Instant::now() < bound, "{n} deputies never stood");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn past_the_limit_a_receiver_waits_untimed_and_a_place_counts_free_once_left() {
+        let mailbox = std::sync::Arc::new(Mailbox::new());
+        let far = Instant::now() + Duration::from_secs(3600);
+        let first = mailbox.clone();
+        let deputy = std::thread::spawn(move || first.recv_watching(Some(far), 1));
+        until_deputies(&mailbox, 1);
+        // The limit is reached: the next receiver waits untimed, although
+        // its deadline has passed.
+        let second = mailbox.clone();
+        let past = Instant::now();
+        let untimed = std::thread::spawn(move || second.recv_watching(Some(past), 1));
+        mailbox.send(1);
+        mailbox.send(2);
+        let mut got = [
+            deputy.join().expect("returns"),
+            untimed.join().expect("returns"),
+        ];
+        got.sort();
+        assert_eq!(got, [Some(1), Some(2)], "both took a message");
+        assert_eq!(mailbox.deputies(), 0);
+        // A deputy that took a message no longer counts: the place is free
+        // for the next receiver, whose deadline then ends its wait.
+        let first = mailbox.clone();
+        let deputy = std::thread::spawn(move || first.recv_watching(Some(far), 1));
+        until_deputies(&mailbox, 1);
+        mailbox.send(3);
+        assert_eq!(deputy.join().expect("returns"), Some(3));
+        assert_eq!(mailbox.deputies(), 0, "counted out under the lock");
+        let soon = Instant::now() + Duration::from_millis(2);
+        assert_eq!(
+            mailbox.recv_watching(Some(soon), 1),
+            None,
+            "stood, timed out"
+        );
     }
 
     #[test]
@@ -379,7 +481,7 @@ mod tests {
         let mailbox = std::sync::Arc::new(Mailbox::new());
         let inbox = mailbox.clone();
         let deadline = Instant::now() + Duration::from_millis(20);
-        let deputy = std::thread::spawn(move || inbox.recv_deadline(deadline));
+        let deputy = std::thread::spawn(move || inbox.recv_watching(Some(deadline), 1));
         // Hold the lock once the deputy stands: it is then in its wait (or
         // woken and waiting for the lock), and cannot leave before the
         // message is queued.
@@ -405,7 +507,7 @@ mod tests {
         let mut inbox = mailbox.inbox.lock();
         assert!(mailbox.hand_over_locked(&mut inbox, 8, Instant::now()));
         drop(inbox);
-        assert_eq!(mailbox.recv(), 8);
+        assert_eq!(mailbox.try_recv(), Some(8));
     }
 
     #[test]

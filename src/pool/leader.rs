@@ -31,7 +31,7 @@ use super::broken::FirstReading;
 use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared, State};
-use crate::sync::{thread, MutexGuard, Ordering};
+use crate::sync::{thread, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// What the leader does next, decided under the lock.
@@ -250,7 +250,7 @@ fn asks_for_deputy<K: Key>(
     asked: &mut Option<i64>,
 ) -> bool {
     let head = st.heap.peek_due();
-    let none_stands = shared.deputies.load(Ordering::Acquire) == 0;
+    let none_stands = shared.handoff.deputies() == 0;
     if !shared.config.deputy || shared.config.workers < 2 || !none_stands || *asked == head {
         return false;
     }
@@ -307,7 +307,7 @@ mod tests {
             "once per head"
         );
         let mut fresh = None;
-        shared.deputies.store(1, Ordering::Relaxed);
+        shared.handoff.pretend_deputies(1);
         assert!(
             !asks_for_deputy(&shared, &st, &token, &mut fresh),
             "one stands"
@@ -342,7 +342,7 @@ mod tests {
         pool.schedule_detached(1, Duration::from_secs(3600), || ())
             .expect("scheduled");
         let bound = Instant::now() + Duration::from_secs(30);
-        while pool.shared.deputies.load(Ordering::Acquire) == 0 {
+        while pool.shared.handoff.deputies() == 0 {
             assert!(Instant::now() < bound, "no deputy stood");
             thread::yield_now();
         }

@@ -106,11 +106,6 @@ pub(crate) struct Shared<K> {
     /// Hand-off channel, where the free workers wait: the lead token, the
     /// exit pill, buffers to free.
     pub(crate) handoff: Mailbox<Msg>,
-    /// How many free workers wait as deputies: with a deadline just past
-    /// the earliest due time each saw pending (`worker::receive`). At most
-    /// `worker::MAX_DEPUTIES` do, so a large pool does not pay a timed wait
-    /// per worker.
-    pub(crate) deputies: AtomicU64,
     /// The validated configuration.
     pub(crate) config: Config,
     /// Counters and lateness histograms.
@@ -176,7 +171,6 @@ impl<K: Key> Shared<K> {
             leader_cv: Condvar::new(),
             time: Timeline::new(config.clock.clone()),
             handoff: Mailbox::new(),
-            deputies: AtomicU64::new(0),
             counters: Counters::new(config.workers),
             live: Mutex::new(config.workers),
             exited: Condvar::new(),

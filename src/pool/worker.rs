@@ -47,7 +47,7 @@ use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
 use super::time::{Now, NEVER};
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
-use crate::sync::{thread, Arc, Ordering};
+use crate::sync::{thread, Arc};
 use std::time::Instant;
 
 /// A started task, with what the worker needs to run it.
@@ -192,33 +192,33 @@ pub(crate) const MAX_DEPUTIES: usize = 3;
 /// already awake. Not a poll: the deadline is a due time it saw pending,
 /// and the deputy re-arms only from its next look at the heap. Untimed
 /// with a clock moved by hand (it has no real deadline) and under loom.
+/// The mailbox admits deputies (`Mailbox::recv_watching`), up to
+/// [`deputy_limit`].
 fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
-    let Some(deadline) = stand_deputy(shared, watch) else {
-        return Received::Msg(shared.handoff.recv());
-    };
-    let got = shared.handoff.recv_deadline(deadline);
-    shared.deputies.fetch_sub(1, Ordering::Release);
-    got.map_or(Received::Rescue, Received::Msg)
+    let deadline = deputy_deadline(shared, watch);
+    match shared.handoff.recv_watching(deadline, deputy_limit(shared)) {
+        Some(msg) => Received::Msg(msg),
+        None => Received::Rescue,
+    }
 }
 
-/// The deputy's deadline, if this worker becomes a deputy: the pool has
-/// deputies (`Builder::deputy`), there is a real due time to watch, and
-/// fewer than the limit (all workers but the leader, at most
-/// [`MAX_DEPUTIES`]) stand now (then this one counts itself in).
-fn stand_deputy<K>(shared: &Shared<K>, watch: Option<i64>) -> Option<Instant> {
-    let deadline = watch
+/// The deadline this worker would watch as a deputy: the real instant of
+/// `watch`, if the pool has deputies (`Builder::deputy`) and the clock
+/// moves with real time.
+fn deputy_deadline<K>(shared: &Shared<K>, watch: Option<i64>) -> Option<Instant> {
+    watch
         .filter(|&due| due < NEVER && shared.config.deputy)
-        .and_then(|due| shared.time.sleep_deadline(due))?;
-    let limit = shared
+        .and_then(|due| shared.time.sleep_deadline(due))
+}
+
+/// How many free workers may stand deputy at once: all but the leader, at
+/// most [`MAX_DEPUTIES`].
+fn deputy_limit<K>(shared: &Shared<K>) -> usize {
+    shared
         .config
         .workers
         .saturating_sub(1)
-        .clamp(1, MAX_DEPUTIES) as u64;
-    let flag = &shared.deputies;
-    let won = flag.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
-        (n < limit).then_some(n + 1)
-    });
-    won.is_ok().then_some(deadline)
+        .clamp(1, MAX_DEPUTIES)
 }
 
 /// Run `step`, containing a panic of user code outside a task's run (which
@@ -720,8 +720,7 @@ mod tests {
             .expect("admitted");
         // No leader runs and no message comes: the watch runs out.
         assert!(matches!(receive(&shared, Some(due)), Received::Rescue));
-        let deputies = shared.deputies.load(Ordering::Relaxed);
-        assert_eq!(deputies, 0, "the deputy stood down");
+        assert_eq!(shared.handoff.deputies(), 0, "the deputy stood down");
         assert_eq!(
             run_due(&shared, 0, None, true),
             None,
@@ -876,14 +875,14 @@ mod tests {
                 shrinks += 1;
             }
             // No request is sent before the run.
-            assert!(shared.handoff.recv_deadline(Instant::now()).is_none());
+            assert!(shared.handoff.try_recv().is_none());
             // Step 4d, as `run_due` takes it.
             tidy_heap(&shared, shrink, spare);
             if shrink {
                 assert!(!shared.state.lock().heap.heap_sparse(), "shrunk");
             }
             // A free worker would receive them; this thread plays one.
-            while let Some(msg) = shared.handoff.recv_deadline(Instant::now()) {
+            while let Some(msg) = shared.handoff.try_recv() {
                 match msg {
                     Msg::Spare(capacity) => {
                         asked.push(capacity);
@@ -910,30 +909,23 @@ mod tests {
     fn free_workers_stand_deputy_up_to_the_limit_and_only_over_a_real_due_time() {
         let shared = engine_of(2);
         let due = shared.time.now().ns + 1_000_000;
-        assert!(stand_deputy(&shared, None).is_none(), "no watch");
-        assert!(stand_deputy(&shared, Some(NEVER)).is_none(), "a stand-in's");
-        let at = stand_deputy(&shared, Some(due)).expect("the first stands");
+        assert!(deputy_deadline(&shared, None).is_none(), "no watch");
+        assert!(
+            deputy_deadline(&shared, Some(NEVER)).is_none(),
+            "a stand-in's"
+        );
+        let at = deputy_deadline(&shared, Some(due)).expect("a real due time");
         assert_eq!(at, shared.time.instant_of(due));
-        assert!(
-            stand_deputy(&shared, Some(due)).is_none(),
-            "all but the leader"
-        );
-        let many = engine_of(8);
-        for _ in 0..MAX_DEPUTIES {
-            assert!(stand_deputy(&many, Some(due)).is_some());
-        }
-        assert!(
-            stand_deputy(&many, Some(due)).is_none(),
-            "at most the limit"
-        );
+        assert_eq!(deputy_limit(&shared), 1, "all but the leader");
+        assert_eq!(deputy_limit(&engine_of(8)), MAX_DEPUTIES, "at most three");
+        assert_eq!(deputy_limit(&engine_of(1)), 1, "a lone worker's own");
         let config = crate::TimerPool::<u64>::builder().deputy(false).validate();
         let off: Shared<u64> = Shared::new(config.expect("valid"), None, Observe::default());
-        assert!(stand_deputy(&off, Some(due)).is_none(), "switched off");
-        assert_eq!(off.deputies.load(Ordering::Relaxed), 0);
+        assert!(deputy_deadline(&off, Some(due)).is_none(), "switched off");
     }
 
     #[test]
-    fn a_message_ends_the_deputys_wait_and_a_worker_past_the_limit_waits_untimed() {
+    fn a_message_ends_the_deputys_wait() {
         let shared = engine();
         let far = shared.time.now().ns + 3_600_000_000_000;
         shared.handoff.send(Msg::Exit);
@@ -941,14 +933,6 @@ mod tests {
             receive(&shared, Some(far)),
             Received::Msg(Msg::Exit)
         ));
-        // Another worker is deputy (the limit, for one worker): this one
-        // waits untimed, neither counting itself in nor out.
-        shared.deputies.store(1, Ordering::Relaxed);
-        shared.handoff.send(Msg::Exit);
-        assert!(matches!(
-            receive(&shared, Some(0)),
-            Received::Msg(Msg::Exit)
-        ));
-        assert_eq!(shared.deputies.load(Ordering::Relaxed), 1, "the other's");
+        assert_eq!(shared.handoff.deputies(), 0, "it never stood");
     }
 }

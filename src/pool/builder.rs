@@ -311,7 +311,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// yields the remaining microseconds as in
     /// [`spin_before_due`](Self::spin_before_due). Tasks start closer to
     /// their due time; they never start before it. It stands down for dense
-    /// due times (work found due less than four wake latencies ago), where
+    /// due times (a due time came up less than four wake latencies ago,
+    /// whichever thread started its work), where
     /// early wakes would cost several times the CPU of plain waits, and its
     /// yielding is paid from a budget of a tenth of one core. So a stream
     /// of due times costs what plain timed waits cost, and an isolated

@@ -119,6 +119,7 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
             now = first.keep(now);
         }
         st.seen_now = st.seen_now.max(now.ns);
+        token.looked(st.heap.peek_due(), now.ns, shared.time.real_now());
         match check(shared, &st, now.ns, &mut token) {
             Step::Exit => {
                 exit(shared, st, token.take());

@@ -48,6 +48,9 @@ struct Inbox<T> {
     /// The deadline of each receiver in a timed wait
     /// ([`Mailbox::recv_watching`]), entered and left under the lock.
     timed: Vec<Instant>,
+    /// Receivers in an untimed wait, for tests that must know one waits.
+    #[cfg(test)]
+    untimed: usize,
 }
 
 impl<T> Mailbox<T> {
@@ -57,6 +60,8 @@ impl<T> Mailbox<T> {
             inbox: Mutex::new(Inbox {
                 queue: VecDeque::new(),
                 timed: Vec::new(),
+                #[cfg(test)]
+                untimed: 0,
             }),
             ready: Condvar::new(),
             deputies: AtomicU64::new(0),
@@ -122,12 +127,21 @@ impl<T> Mailbox<T> {
 
     /// Wait untimed for a message, under the lock.
     fn wait(&self, inbox: &mut MutexGuard<'_, Inbox<T>>) -> T {
-        loop {
+        #[cfg(test)]
+        {
+            inbox.untimed += 1;
+        }
+        let msg = loop {
             if let Some(msg) = inbox.queue.pop_front() {
-                return msg;
+                break msg;
             }
             self.ready.wait(inbox);
+        };
+        #[cfg(test)]
+        {
+            inbox.untimed -= 1;
         }
+        msg
     }
 
     /// Wait as a deputy until `deadline`, under the lock: counted in on
@@ -160,6 +174,12 @@ impl<T> Mailbox<T> {
     #[cfg(test)]
     pub(crate) fn try_recv(&self) -> Option<T> {
         self.inbox.lock().queue.pop_front()
+    }
+
+    /// How many receivers wait untimed now.
+    #[cfg(test)]
+    pub(crate) fn untimed(&self) -> usize {
+        self.inbox.lock().untimed
     }
 
     /// Pretend `n` deputies stand, for tests of the leader's step 3a.
@@ -493,6 +513,14 @@ mod tests {
         let second = mailbox.clone();
         let past = Instant::now();
         let untimed = std::thread::spawn(move || second.recv_watching(Some(past), 1));
+        // Sent only once it waits: sent before, the deputy could take one
+        // and leave before the second arrives, which would then find a
+        // place free and its deadline passed.
+        let bound = Instant::now() + Duration::from_secs(30);
+        while mailbox.untimed() != 1 {
+            assert!(Instant::now() < bound, "the second never waited");
+            std::thread::yield_now();
+        }
         mailbox.send(1);
         mailbox.send(2);
         let mut got = [

@@ -125,7 +125,11 @@ impl Crew {
         let ids: Vec<_> = threads.iter().map(|h| h.thread().id()).collect();
         // Before the token: no task can run before the ids are known.
         let _ = shared.worker_ids.set(ids.clone());
-        shared.handoff.send(Msg::Lead(Lead::first()));
+        // The workers' timer slack is the first guess at how late their
+        // timed waits end; precision mode sets theirs to a nanosecond.
+        let precise = !config.spin_before_due.is_zero();
+        let prior = (!precise).then(time::timer_slack).flatten();
+        shared.handoff.send(Msg::Lead(Lead::assuming(prior)));
         Ok(Crew {
             ids,
             threads: Mutex::new(threads),

@@ -218,6 +218,18 @@ pub(crate) fn tighten_timer_slack() {
     let _ = nix::sys::prctl::set_timerslack(1);
 }
 
+/// This thread's timer slack, where the platform tells it (Linux: 50 µs
+/// unless changed): how much later than its deadline the kernel may end a
+/// timed wait. New threads inherit it, so the builder's thread reads what
+/// the workers will have.
+pub(crate) fn timer_slack() -> Option<Duration> {
+    #[cfg(all(target_os = "linux", not(loom)))]
+    if let Ok(ns) = nix::sys::prctl::get_timerslack() {
+        return u64::try_from(ns).ok().map(Duration::from_nanos);
+    }
+    None
+}
+
 /// Nanoseconds of `d` as an `i64`, if they fit. Computed in 64 bits:
 /// whole seconds times 10^9 plus the rest, with overflow checks, which is
 /// `d.as_nanos()` without its 128-bit product and conversion.

@@ -316,10 +316,12 @@ fn no_busy_polling_one_far_timer_wakes_about_once() {
     let before = pool.stats().leader_wakeups;
     let h = pool.schedule(1, Duration::from_millis(200), || ()).unwrap();
     assert_eq!(done(h), Outcome::Completed(()));
-    // One wake for the schedule's notify (the head changed), one at the due
-    // time; a third would be a spurious wakeup.
+    // One wake for the schedule's notify (the head changed), one for the
+    // warm-up 0.5 ms before the end of the long wait, one at the due time
+    // (the adaptive wake's; it then yields, which is no wake-up); a fourth
+    // would be a spurious wakeup, more a poll.
     let woke = pool.stats().leader_wakeups - before;
-    assert!(woke <= 3, "one 200 ms timer cost {woke} wakeups");
+    assert!(woke <= 4, "one 200 ms timer cost {woke} wakeups");
     // The deputy wakes at most once, just past the due time, if it watched
     // the timer at all.
     let deputy = pool.stats().deputy_wakeups;

@@ -309,7 +309,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// the operating system wakes it from timed waits, wakes that much (a
     /// smoothed estimate, at most 1 ms) before the earliest due time, and
     /// yields the remaining microseconds as in
-    /// [`spin_before_due`](Self::spin_before_due). Tasks start closer to
+    /// [`spin_before_due`](Self::spin_before_due). A wait longer than
+    /// 4 ms first ends 0.5 ms before its end and waits the rest, since a
+    /// timed wait ends later the longer the CPU idled before it (one more
+    /// wake-up for such a wait). Tasks start closer to
     /// their due time; they never start before it. It stands down for dense
     /// due times (a due time came up less than four wake latencies ago,
     /// whichever thread started its work), where

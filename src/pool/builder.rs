@@ -314,8 +314,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// timed wait ends later the longer the CPU idled before it (one more
     /// wake-up for such a wait). Tasks start closer to
     /// their due time; they never start before it. It stands down for dense
-    /// due times (a due time came up less than four wake latencies ago,
-    /// whichever thread started its work), where
+    /// due times (the next due less than four wake latencies after the last
+    /// that came up, whichever thread started its work), where
     /// early wakes would cost several times the CPU of plain waits, and its
     /// yielding is paid from a budget of a tenth of one core. So a stream
     /// of due times costs what plain timed waits cost, and an isolated

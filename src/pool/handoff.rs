@@ -264,11 +264,12 @@ pub(crate) struct Lead {
     latency: WakeLatency,
     /// What the adaptive early wake may still spend on yielding.
     budget: YieldBudget,
-    /// When a leader last found work due (real time).
+    /// About when the last work found due was due (real time).
     found_due: Option<Instant>,
     /// The head's due time at a leader's last check (the pool's
-    /// nanoseconds), to tell at the next whether it came due meanwhile.
-    looked_at: Option<i64>,
+    /// nanoseconds, and its real instant), to tell at the next whether it
+    /// came due meanwhile.
+    looked_at: Option<(i64, Instant)>,
 }
 
 impl Lead {
@@ -298,33 +299,38 @@ impl Lead {
         }
     }
 
-    /// Whether the adaptive early wake may wake early and yield at `now`.
-    /// Only for sparse due times: when work was last found due less than
-    /// [`DENSE_GAPS`] wake latencies ago, due times come too close for an
+    /// Whether the adaptive early wake may wake early at `now` for a due
+    /// time at `deadline` (real time) and yield until it. Only for sparse
+    /// due times: when it follows the last work found due by less than
+    /// [`DENSE_GAPS`] wake latencies, due times come too close for an
     /// early wake to pay (each one brings the leader's yields, the token's
     /// passes and the followers' wake-ups about, at several times the CPU
-    /// of a plain wait). And only while its budget lasts: it earns a tenth
-    /// of the real time that passes and spends what its yield rounds take.
-    /// Precision mode (`spin_before_due`) asks for its window and is not
-    /// bounded by this.
-    pub(crate) fn may_yield(&mut self, now: Instant) -> bool {
-        self.budget.may_spend(now) && !self.dense(now)
+    /// of a plain wait). The gap between the two due times decides, not
+    /// the time since the last: judged at a check right after a due time,
+    /// the next one always looked dense, and a task due 1 ms after the
+    /// last, on a guest whose waits ended 150 µs late, got no early wake.
+    /// And only while its budget lasts: it earns a tenth of the real time
+    /// that passes and spends what its yield rounds take. Precision mode
+    /// (`spin_before_due`) asks for its window and is not bounded by this.
+    pub(crate) fn may_yield(&mut self, now: Instant, deadline: Instant) -> bool {
+        self.budget.may_spend(now) && !self.dense(deadline)
     }
 
-    /// True when a leader found work due less than [`DENSE_GAPS`] wake
-    /// latencies before `now`: due times come close together.
+    /// True when the last work found due was due less than
+    /// [`DENSE_GAPS`] wake latencies before `now`: due times come close
+    /// together.
     pub(crate) fn dense(&self, now: Instant) -> bool {
         self.found_due
             .is_some_and(|at| now.saturating_duration_since(at) < self.latency.early() * DENSE_GAPS)
     }
 
-    /// The leader found work due at `now`.
-    pub(crate) fn found_due(&mut self, now: Instant) {
-        self.found_due = Some(now);
+    /// Work was found due that was due at about `at` (real time).
+    pub(crate) fn found_due(&mut self, at: Instant) {
+        self.found_due = Some(self.found_due.map_or(at, |last| last.max(at)));
     }
 
-    /// A leader's check saw `head` at `now` (the pool's nanoseconds; real
-    /// time `real_now`). If the head of the check before has come due
+    /// A leader's check saw `head` (the pool's nanoseconds, and its real
+    /// instant) at `now` (the pool's). If the head of the check before has come due
     /// since, due work came up meanwhile, whoever started it: that counts
     /// as work found due. On dense due times the deputies start most of
     /// it (on four workers with mixed task lengths, about nine starts in
@@ -332,9 +338,9 @@ impl Lead {
     /// stream for a sparse one and spent the adaptive wake's yield budget
     /// on it: 23% of a core against 16% with the early wake off, and
     /// scheduled-thread-pool's 15% (`docs/benchmarks.md`).
-    pub(crate) fn looked(&mut self, head: Option<i64>, now: i64, real_now: Instant) {
-        if self.looked_at.is_some_and(|due| due <= now) {
-            self.found_due(real_now);
+    pub(crate) fn looked(&mut self, head: Option<(i64, Instant)>, now: i64) {
+        if let Some((_, at)) = self.looked_at.filter(|&(due, _)| due <= now) {
+            self.found_due(at);
         }
         self.looked_at = head;
     }
@@ -497,24 +503,24 @@ mod tests {
 
     #[test]
     fn a_head_that_came_due_between_two_looks_makes_the_stream_dense() {
-        let at = Instant::now();
+        let base = Instant::now();
+        let head = |ns: u64| Some((ns as i64, base + Duration::from_nanos(ns)));
+        let at = |ns: u64| base + Duration::from_nanos(ns);
         let mut token = Lead::first();
         token.observe(Duration::from_micros(100));
-        token.looked(Some(1_000), 500, at);
-        token.looked(Some(1_000), 900, at);
-        assert!(!token.dense(at), "the head has not come due");
+        token.looked(head(1_000), 500);
+        token.looked(head(1_000), 900);
+        assert!(!token.dense(at(1_000)), "the head has not come due");
         // Started by another thread meanwhile: the next look sees a new head.
-        token.looked(Some(2_000), 1_200, at);
-        assert!(token.dense(at), "a due time passed");
-        assert!(!token.dense(at + Duration::from_millis(10)), "long ago");
+        token.looked(head(2_000), 1_200);
+        assert!(token.dense(at(2_000)), "a due time passed");
+        assert!(!token.dense(at(10_000_000)), "long after it");
         // The head of the last look travels with the token.
-        token.looked(None, 3_000, at + Duration::from_millis(10));
-        assert!(token.dense(at + Duration::from_millis(10)));
-        token.looked(None, 4_000, at + Duration::from_millis(20));
-        assert!(
-            !token.dense(at + Duration::from_millis(20)),
-            "nothing pending"
-        );
+        token.looked(None, 3_000);
+        assert!(token.dense(at(10_000)), "due at 2 µs");
+        assert!(!token.dense(at(10_000_000)));
+        token.looked(None, 20_000_000);
+        assert!(!token.dense(at(20_000_000)), "nothing pending");
     }
 
     #[test]
@@ -662,14 +668,19 @@ mod tests {
             lead.observe(Duration::from_micros(50));
         }
         let t0 = Instant::now();
-        assert!(lead.may_yield(t0), "nothing found due yet: sparse");
+        assert!(lead.may_yield(t0, t0), "nothing found due yet: sparse");
         lead.found_due(t0);
         let gap = lead.early() * DENSE_GAPS;
         assert!(
-            !lead.may_yield(t0 + gap / 2),
+            !lead.may_yield(t0, t0 + gap / 2),
             "due times closer than the gap"
         );
-        assert!(lead.may_yield(t0 + gap * 2), "further apart");
+        assert!(lead.may_yield(t0, t0 + gap * 2), "further apart");
+        // Judged by the gap between the due times, not by when it is asked.
+        assert!(lead.may_yield(t0 + gap / 4, t0 + gap * 2), "asked early");
+        // The last due time found stays the latest.
+        lead.found_due(t0 - gap);
+        assert!(!lead.may_yield(t0, t0 + gap / 2), "an older find");
     }
 
     #[test]

@@ -119,7 +119,8 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
             now = first.keep(now);
         }
         st.seen_now = st.seen_now.max(now.ns);
-        token.looked(st.heap.peek_due(), now.ns, shared.time.real_now());
+        let head = st.heap.peek_due();
+        token.looked(head.map(|due| (due, shared.time.instant_of(due))), now.ns);
         match check(shared, &st, now.ns, &mut token) {
             Step::Exit => {
                 exit(shared, st, token.take());
@@ -169,7 +170,7 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &mut Lead) 
         return Step::Sleep(None); // nothing pending, or a clock moved by hand
     };
     let real_now = shared.time.real_now();
-    match deadline.checked_sub(spin_window(shared, token, real_now)) {
+    match deadline.checked_sub(spin_window(shared, token, real_now, deadline)) {
         Some(wake_at) if wake_at > real_now => Step::Sleep(Some(wake_at)),
         // Within the window: a yield, not a pure spin, since on a busy
         // machine the workers that must run the task need that CPU.
@@ -177,13 +178,19 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &mut Lead) 
     }
 }
 
-/// How long before a due time the leader stops sleeping: the builder's
-/// window, or the measured wake latency while the adaptive wake's yield
-/// budget lasts. A spent budget means no early wake at all, not an early
-/// wake and a second wait: each of those is a wake-up, the larger cost.
-fn spin_window<K>(shared: &Shared<K>, token: &mut Lead, now: Instant) -> Duration {
+/// How long before a due time at `deadline` the leader stops sleeping:
+/// the builder's window, or the measured wake latency while the adaptive
+/// wake's yield budget lasts. A spent budget means no early wake at all,
+/// not an early wake and a second wait: each of those is a wake-up, the
+/// larger cost.
+fn spin_window<K>(
+    shared: &Shared<K>,
+    token: &mut Lead,
+    now: Instant,
+    deadline: Instant,
+) -> Duration {
     let window = shared.config.spin_before_due;
-    if shared.config.adaptive_wake && token.may_yield(now) {
+    if shared.config.adaptive_wake && token.may_yield(now, deadline) {
         window.max(token.early())
     } else {
         window

@@ -340,6 +340,39 @@ pub fn preemption<P: Pool>(pool: &P, trials: usize) -> Lateness {
     }
 }
 
+/// Sparse timers: `n` tasks due `gap` apart, the first `gap` from now, so
+/// that the pool idles `gap` before each; each records `start - due`. The
+/// CPU is the whole run's.
+pub fn sparse<P: Pool>(pool: &P, n: usize, gap: Duration) -> Lateness {
+    let marks: Arc<Vec<AtomicI64>> = Arc::new((0..n).map(|_| AtomicI64::new(0)).collect());
+    let done = Countdown::new(n);
+    let cpu0 = ProcessTime::now();
+    let wall0 = Instant::now();
+    for i in 0..n {
+        let due = wall0 + gap * (i as u32 + 1);
+        let (m, d) = (marks.clone(), done.clone());
+        pool.at(scramble(i as u64), due, move || {
+            let now = Instant::now();
+            let late = if now >= due {
+                (now - due).as_nanos() as i64
+            } else {
+                -1
+            };
+            m[i].store(late, Ordering::Relaxed);
+            d.hit();
+        });
+    }
+    done.wait();
+    let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
+    let (hist, early) = collect(&marks);
+    Lateness {
+        hist,
+        early,
+        cpu,
+        wall,
+    }
+}
+
 /// What an idle run cost.
 #[derive(Debug, Clone, Copy)]
 pub struct Idle {

@@ -1,5 +1,5 @@
 //! Prints the benchmark comparison table: timerpool against each peer on the
-//! burst, churn, lateness, preemption and idle workloads of
+//! burst, churn, lateness, preemption, sparse and idle workloads of
 //! `docs/benchmarks.md`, all measured in this one process.
 //!
 //! ```sh
@@ -18,7 +18,7 @@ use common::pools::{
     TimerpoolSpin, Tokio,
 };
 use common::workloads::{
-    burst, burst_batch, burst_batch_detached, churn, idle, lateness, mixed, preemption,
+    burst, burst_batch, burst_batch_detached, churn, idle, lateness, mixed, preemption, sparse,
     ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnPoolDetached, ChurnResult,
     ChurnScheduler, ChurnStp, Idle, Lateness, Mixed,
 };
@@ -35,6 +35,8 @@ const TASKS: usize = 100_000;
 const SPREAD: Duration = Duration::from_secs(2);
 const TRIALS: usize = 200;
 const IDLE_TIMERS: usize = 10_000;
+const SPARSE_TIMERS: usize = 40;
+const SPARSE_GAP: Duration = Duration::from_millis(50);
 const IDLE_SPAN: Duration = Duration::from_secs(3);
 
 /// Tasks per `schedule_batch_at` call (`BATCH_CHUNK` overrides 256).
@@ -239,7 +241,7 @@ fn main() {
         }
     }
 
-    if want("lateness") || want("preemption") {
+    if want("lateness") || want("preemption") || want("sparse") {
         let names = [
             "timerpool",
             "timerpool-spin250us",
@@ -249,22 +251,19 @@ fn main() {
             "timerpool-no-early-wake",
             "timerpool-no-deputy",
         ];
-        for what in ["lateness", "preemption"] {
+        for what in ["lateness", "preemption", "sparse"] {
             if !want(what) {
                 continue;
             }
             let mut res: Vec<Vec<Lateness>> = vec![Vec::new(); names.len()];
             for _ in 0..runs {
                 let run = |i: usize| -> Lateness {
-                    let lat = what == "lateness";
                     macro_rules! go {
                         ($p:ty) => {
-                            with::<$p, _>(|p| {
-                                if lat {
-                                    lateness(p, TASKS, SPREAD)
-                                } else {
-                                    preemption(p, TRIALS)
-                                }
+                            with::<$p, _>(|p| match what {
+                                "lateness" => lateness(p, TASKS, SPREAD),
+                                "preemption" => preemption(p, TRIALS),
+                                _ => sparse(p, SPARSE_TIMERS, SPARSE_GAP),
                             })
                         };
                     }
@@ -301,12 +300,16 @@ fn main() {
                     ],
                 })
                 .collect();
-            let title = if what == "lateness" {
-                format!(
+            let title = match what {
+                "lateness" => format!(
                     "lateness: {TASKS} tasks over {SPREAD:?} (µs; early starts; CPU % of one core)"
-                )
-            } else {
-                format!("preemption: {TRIALS} tasks due in 1 ms while one due in 10 s waits (µs)")
+                ),
+                "preemption" => format!(
+                    "preemption: {TRIALS} tasks due in 1 ms while one due in 10 s waits (µs)"
+                ),
+                _ => format!(
+                    "sparse: {SPARSE_TIMERS} tasks due {SPARSE_GAP:?} apart, the pool idle between (µs)"
+                ),
             };
             print_table(
                 &title,

@@ -1,17 +1,18 @@
 //! Timing precision: lateness (100,000 tasks spread over 2 s), preemption (a
-//! task due in 1 ms scheduled while one due in 10 s is pending) and idle cost
-//! (10,000 far timers, 3 s of idling).
+//! task due in 1 ms scheduled while one due in 10 s is pending), sparse
+//! timers (40 due 50 ms apart, the pool idle between) and idle cost (10,000
+//! far timers, 3 s of idling).
 //!
 //! Lateness figures come from histograms, never from criterion's means: each
 //! criterion sample is one whole run, the time it reports is that run's p99
-//! lateness (`lateness`, `preemption`) or the process CPU time spent idling
+//! lateness (`lateness`, `preemption`, `sparse`) or the process CPU time spent idling
 //! (`idle`), and the percentile table printed at the end is the median over
 //! all runs of each run's histogram percentiles, with early starts counted.
 
 mod common;
 
 use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
-use common::workloads::{idle, lateness, preemption, Idle, Lateness};
+use common::workloads::{idle, lateness, preemption, sparse, Idle, Lateness};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode};
 use std::collections::BTreeMap;
@@ -23,6 +24,8 @@ const SPREAD: Duration = Duration::from_secs(2);
 const TRIALS: usize = 200;
 const IDLE_TIMERS: usize = 10_000;
 const IDLE_SPAN: Duration = Duration::from_secs(3);
+const SPARSE_TIMERS: usize = 40;
+const SPARSE_GAP: Duration = Duration::from_millis(50);
 
 static LATE: Mutex<BTreeMap<(&'static str, &'static str), Vec<Lateness>>> =
     Mutex::new(BTreeMap::new());
@@ -38,9 +41,14 @@ fn one<P: Pool>(g: &mut BenchmarkGroup<'_, WallTime>, what: &'static str, name: 
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let pool = P::start();
-                match what {
-                    "lateness" => {
-                        let l = lateness(&pool, TASKS, SPREAD);
+                let late = match what {
+                    "lateness" => Some(lateness(&pool, TASKS, SPREAD)),
+                    "preemption" => Some(preemption(&pool, TRIALS)),
+                    "sparse" => Some(sparse(&pool, SPARSE_TIMERS, SPARSE_GAP)),
+                    _ => None,
+                };
+                match late {
+                    Some(l) => {
                         total += p99(&l);
                         LATE.lock()
                             .unwrap()
@@ -48,16 +56,7 @@ fn one<P: Pool>(g: &mut BenchmarkGroup<'_, WallTime>, what: &'static str, name: 
                             .or_default()
                             .push(l);
                     }
-                    "preemption" => {
-                        let l = preemption(&pool, TRIALS);
-                        total += p99(&l);
-                        LATE.lock()
-                            .unwrap()
-                            .entry((what, name))
-                            .or_default()
-                            .push(l);
-                    }
-                    _ => {
+                    None => {
                         let i = idle(&pool, IDLE_TIMERS, IDLE_SPAN);
                         total += i.cpu;
                         IDLE.lock().unwrap().entry(name).or_default().push(i);
@@ -94,6 +93,7 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     group(&mut c, "lateness");
     group(&mut c, "preemption");
+    group(&mut c, "sparse");
     group(&mut c, "idle");
     println!("\nlateness in µs from histograms, median over runs; CPU = process CPU / wall");
     println!(

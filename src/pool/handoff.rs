@@ -330,14 +330,14 @@ impl Lead {
     }
 
     /// A leader's check saw `head` (the pool's nanoseconds, and its real
-    /// instant) at `now` (the pool's). If the head of the check before has come due
-    /// since, due work came up meanwhile, whoever started it: that counts
-    /// as work found due. On dense due times the deputies start most of
-    /// it (on four workers with mixed task lengths, about nine starts in
-    /// ten), so a leader that counted only its own finds took such a
-    /// stream for a sparse one and spent the adaptive wake's yield budget
-    /// on it: 23% of a core against 16% with the early wake off, and
-    /// scheduled-thread-pool's 15% (`docs/benchmarks.md`).
+    /// instant) at `now` (the pool's). If the head of the check before has
+    /// come due since, due work came up meanwhile, whoever started it: that
+    /// counts as work found due, at its due time. On dense due times the
+    /// deputies start most of it (on four workers with mixed task lengths,
+    /// about nine starts in ten), so a leader that counted only its own
+    /// finds took such a stream for a sparse one and spent the adaptive
+    /// wake's yield budget on it: 23% of a core against 16% with the early
+    /// wake off, and scheduled-thread-pool's 15% (`docs/benchmarks.md`).
     pub(crate) fn looked(&mut self, head: Option<(i64, Instant)>, now: i64) {
         if let Some((_, at)) = self.looked_at.filter(|&(due, _)| due <= now) {
             self.found_due(at);

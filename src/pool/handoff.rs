@@ -264,6 +264,8 @@ pub(crate) struct Lead {
     latency: WakeLatency,
     /// What the adaptive early wake may still spend on yielding.
     budget: YieldBudget,
+    /// Whether yield rounds lose the CPU to other threads.
+    contention: Contention,
     /// About when the last work found due was due (real time).
     found_due: Option<Instant>,
     /// The head's due time at a leader's last check (the pool's
@@ -294,6 +296,7 @@ impl Lead {
         Lead {
             latency: prior.map_or_else(WakeLatency::default, WakeLatency::assuming),
             budget: YieldBudget::default(),
+            contention: Contention::default(),
             found_due: None,
             looked_at: None,
         }
@@ -312,8 +315,9 @@ impl Lead {
     /// And only while its budget lasts: it earns a tenth of the real time
     /// that passes and spends what its yield rounds take. Precision mode
     /// (`spin_before_due`) asks for its window and is not bounded by this.
+    /// Nor while yield rounds have lately lost the CPU ([`Contention`]).
     pub(crate) fn may_yield(&mut self, now: Instant, deadline: Instant) -> bool {
-        self.budget.may_spend(now) && !self.dense(deadline)
+        self.budget.may_spend(now) && !self.dense(deadline) && !self.contention.stands_down(now)
     }
 
     /// True when the last work found due was due less than
@@ -345,9 +349,12 @@ impl Lead {
         self.looked_at = head;
     }
 
-    /// A yield round that began at `began` ended at `now`: pay for it.
+    /// A yield round that began at `began` ended at `now`: pay for it, and
+    /// learn whether it lost the CPU.
     pub(crate) fn spent(&mut self, began: Instant, now: Instant) {
-        self.budget.spend(now.saturating_duration_since(began));
+        let took = now.saturating_duration_since(began);
+        self.budget.spend(took);
+        self.contention.yielded(took, now);
     }
 
     /// How much earlier than a due time to end a timed wait.
@@ -423,6 +430,49 @@ impl YieldBudget {
     }
 }
 
+/// A yield round longer than this lost the CPU to another thread.
+const SLOW_YIELD: Duration = Duration::from_micros(250);
+
+/// The shortest and longest the adaptive early wake stands down after a
+/// yield round lost the CPU.
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Whether the early wake's yields lose the CPU. While other threads keep
+/// the CPUs busy (another process's build, say), a yield hands the CPU
+/// over for the rest of a time slice, and the task the leader woke early
+/// for started milliseconds late where a plain wait is late by its wake
+/// latency (the preemption workload beside a test run: p50 2.2-2.4 ms
+/// against 0.1). A round that takes longer than [`SLOW_YIELD`] makes the
+/// early wake stand down for a back-off that doubles with each such round
+/// (from [`MIN_BACKOFF`] to [`MAX_BACKOFF`]), so sustained contention
+/// costs one late start per back-off; a prompt round after the back-off
+/// ends resets it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Contention {
+    /// Until when the early wake stands down.
+    until: Option<Instant>,
+    /// The current back-off; zero once rounds are prompt again.
+    backoff: Duration,
+}
+
+impl Contention {
+    /// A yield round took `took`, ending at `now`.
+    fn yielded(&mut self, took: Duration, now: Instant) {
+        if took > SLOW_YIELD {
+            self.backoff = (self.backoff * 2).clamp(MIN_BACKOFF, MAX_BACKOFF);
+            self.until = Some(now + self.backoff);
+        } else if !self.stands_down(now) {
+            self.backoff = Duration::ZERO;
+        }
+    }
+
+    /// True while the early wake stands down.
+    fn stands_down(&self, now: Instant) -> bool {
+        self.until.is_some_and(|until| now < until)
+    }
+}
+
 /// The most the adaptive early wake moves a wait forward.
 const MAX_EARLY: Duration = Duration::from_millis(1);
 
@@ -479,6 +529,40 @@ impl WakeLatency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_yield_round_that_lost_the_cpu_stands_the_early_wake_down_with_backoff() {
+        let t0 = Instant::now();
+        let mut lead = Lead::first();
+        assert!(lead.may_yield(t0, t0 + Duration::from_secs(1)));
+        let far = |at: Instant| at + Duration::from_secs(60);
+        // A prompt round changes nothing.
+        lead.spent(t0, t0 + Duration::from_micros(5));
+        assert!(lead.may_yield(t0, far(t0)));
+        // A round that lost the CPU: no early wake for the back-off.
+        let slow = t0 + SLOW_YIELD * 2;
+        lead.spent(t0, slow);
+        assert!(!lead.may_yield(slow, far(slow)));
+        assert!(lead.may_yield(slow + MIN_BACKOFF, far(slow + MIN_BACKOFF)));
+        // Another right after: twice as long.
+        let again = slow + MIN_BACKOFF;
+        lead.spent(again, again + SLOW_YIELD * 2);
+        let after = again + SLOW_YIELD * 2;
+        assert!(!lead.may_yield(after + MIN_BACKOFF, far(after)));
+        assert!(lead.may_yield(after + MIN_BACKOFF * 2, far(after)));
+        // A prompt round once it has ended resets the back-off.
+        let calm = after + MIN_BACKOFF * 2;
+        lead.spent(calm, calm + Duration::from_micros(5));
+        lead.spent(calm, calm + SLOW_YIELD * 2);
+        let last = calm + SLOW_YIELD * 2;
+        assert!(lead.may_yield(last + MIN_BACKOFF, far(last)));
+        // Bounded.
+        let mut c = Contention::default();
+        for _ in 0..20 {
+            c.yielded(SLOW_YIELD * 2, t0);
+        }
+        assert_eq!(c.backoff, MAX_BACKOFF);
+    }
 
     #[test]
     fn a_token_assuming_a_prior_wakes_early_before_it_has_measured() {

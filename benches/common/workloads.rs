@@ -146,6 +146,30 @@ fn collect(marks: &[AtomicI64]) -> (Histogram<u64>, u64) {
     (hist, early)
 }
 
+/// Nanoseconds from `due` to now, or -1 for a start before it.
+fn late_since(due: Instant) -> i64 {
+    let now = Instant::now();
+    if now >= due {
+        (now - due).as_nanos() as i64
+    } else {
+        -1
+    }
+}
+
+impl Lateness {
+    /// The marks of a run that began at `cpu0` / `wall0` and ends now.
+    fn of(marks: &[AtomicI64], cpu0: ProcessTime, wall0: Instant) -> Self {
+        let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
+        let (hist, early) = collect(marks);
+        Lateness {
+            hist,
+            early,
+            cpu,
+            wall,
+        }
+    }
+}
+
 /// Lateness: `n` tasks with due times spread evenly over `spread`, submitted
 /// in scrambled order before the first is due; each records `start - due`.
 pub fn lateness<P: Pool>(pool: &P, n: usize, spread: Duration) -> Lateness {
@@ -160,27 +184,14 @@ pub fn lateness<P: Pool>(pool: &P, n: usize, spread: Duration) -> Lateness {
         let due = t0 + Duration::from_nanos(j as u64 * step);
         let (m, d) = (marks.clone(), done.clone());
         pool.at(scramble(j as u64), due, move || {
-            let now = Instant::now();
-            let late = if now >= due {
-                (now - due).as_nanos() as i64
-            } else {
-                -1
-            };
-            m[j].store(late, Ordering::Relaxed);
+            m[j].store(late_since(due), Ordering::Relaxed);
             d.hit();
         });
     }
     let cpu0 = ProcessTime::now();
     let wall0 = Instant::now();
     done.wait();
-    let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
-    let (hist, early) = collect(&marks);
-    Lateness {
-        hist,
-        early,
-        cpu,
-        wall,
-    }
+    Lateness::of(&marks, cpu0, wall0)
 }
 
 /// What a mixed-lengths run observed.
@@ -269,12 +280,7 @@ pub fn mixed<P: Pool>(
             if is_long {
                 b.long(long);
             } else {
-                let now = Instant::now();
-                let late = if now >= due {
-                    (now - due).as_nanos() as i64
-                } else {
-                    -1
-                };
+                let late = late_since(due);
                 if late > 1_000_000 && b.stalled_with_a_free_worker(due) {
                     st.fetch_add(1, Ordering::Relaxed);
                 }
@@ -286,21 +292,14 @@ pub fn mixed<P: Pool>(
     let cpu0 = ProcessTime::now();
     let wall0 = Instant::now();
     done.wait();
-    let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
     let shorts: Vec<AtomicI64> = marks
         .iter()
         .map(|m| m.load(Ordering::Relaxed))
         .filter(|&v| v != i64::MIN)
         .map(AtomicI64::new)
         .collect();
-    let (hist, early) = collect(&shorts);
     Mixed {
-        short: Lateness {
-            hist,
-            early,
-            cpu,
-            wall,
-        },
+        short: Lateness::of(&shorts, cpu0, wall0),
         stalled: stalled.load(Ordering::Relaxed) as u64,
     }
 }
@@ -319,25 +318,12 @@ pub fn preemption<P: Pool>(pool: &P, trials: usize) -> Lateness {
         let (m, d) = (marks.clone(), done.clone());
         let due = Instant::now() + Duration::from_millis(1);
         pool.at(scramble(i as u64), due, move || {
-            let now = Instant::now();
-            let late = if now >= due {
-                (now - due).as_nanos() as i64
-            } else {
-                -1
-            };
-            m[i].store(late, Ordering::Relaxed);
+            m[i].store(late_since(due), Ordering::Relaxed);
             d.hit();
         });
         done.wait();
     }
-    let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
-    let (hist, early) = collect(&marks);
-    Lateness {
-        hist,
-        early,
-        cpu,
-        wall,
-    }
+    Lateness::of(&marks, cpu0, wall0)
 }
 
 /// Sparse timers: `n` tasks due `gap` apart, the first `gap` from now, so
@@ -352,25 +338,12 @@ pub fn sparse<P: Pool>(pool: &P, n: usize, gap: Duration) -> Lateness {
         let due = wall0 + gap * (i as u32 + 1);
         let (m, d) = (marks.clone(), done.clone());
         pool.at(scramble(i as u64), due, move || {
-            let now = Instant::now();
-            let late = if now >= due {
-                (now - due).as_nanos() as i64
-            } else {
-                -1
-            };
-            m[i].store(late, Ordering::Relaxed);
+            m[i].store(late_since(due), Ordering::Relaxed);
             d.hit();
         });
     }
     done.wait();
-    let (cpu, wall) = (cpu0.elapsed(), wall0.elapsed());
-    let (hist, early) = collect(&marks);
-    Lateness {
-        hist,
-        early,
-        cpu,
-        wall,
-    }
+    Lateness::of(&marks, cpu0, wall0)
 }
 
 /// What an idle run cost.

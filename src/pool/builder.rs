@@ -316,8 +316,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// their due time; they never start before it. It stands down for dense
     /// due times (the next due less than four wake latencies after the last
     /// that came up, whichever thread started its work), where
-    /// early wakes would cost several times the CPU of plain waits, and its
-    /// yielding is paid from a budget of a tenth of one core. So a stream
+    /// early wakes would cost several times the CPU of plain waits, and
+    /// while its yields lose the CPU to other busy threads (it backs off for
+    /// 100 ms to 10 s); its yielding is paid from a budget of a tenth of one
+    /// core. So a stream
     /// of due times costs what plain timed waits cost, and an isolated
     /// timer (a timeout, a preempting task) starts within microseconds.
     /// Turn it off to spend nothing on it; for precision on dense streams

@@ -12,7 +12,7 @@
 //! - Exactly one [`Lead`] exists while the pool runs; it is in the channel or
 //!   held by the one leader, who never runs a task while holding it.
 
-use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
+use crate::sync::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -35,10 +35,6 @@ pub(crate) struct Mailbox<T> {
     inbox: Mutex<Inbox<T>>,
     /// Notified once per message sent (and not handed over).
     ready: Condvar,
-    /// How many receivers wait with a deadline: `Inbox::timed`'s length,
-    /// stored under the lock whenever it changes, for readers that do not
-    /// take the lock (the leader's step 3a).
-    deputies: AtomicU64,
 }
 
 /// What the mailbox's lock guards.
@@ -64,13 +60,19 @@ impl<T> Mailbox<T> {
                 untimed: 0,
             }),
             ready: Condvar::new(),
-            deputies: AtomicU64::new(0),
         }
     }
 
     /// How many receivers wait with a deadline now.
+    #[cfg(test)]
     pub(crate) fn deputies(&self) -> u64 {
-        self.deputies.load(Ordering::Acquire)
+        self.inbox.lock().timed.len() as u64
+    }
+
+    /// Whether a receiver waits as a deputy with a deadline at or before
+    /// `deadline`: one stands over a due time at `deadline`.
+    pub(crate) fn watched_by(&self, deadline: Instant) -> bool {
+        self.inbox.lock().timed.iter().any(|&d| d <= deadline)
     }
 
     /// Queue `msg` and wake one waiting receiver, if any. Never blocks
@@ -148,7 +150,6 @@ impl<T> Mailbox<T> {
     /// entry, out on leaving.
     fn wait_until(&self, inbox: &mut MutexGuard<'_, Inbox<T>>, deadline: Instant) -> Option<T> {
         inbox.timed.push(deadline);
-        self.count_deputies(inbox);
         let got = loop {
             if let Some(msg) = inbox.queue.pop_front() {
                 break Some(msg);
@@ -160,14 +161,7 @@ impl<T> Mailbox<T> {
         if let Some(i) = inbox.timed.iter().position(|&d| d == deadline) {
             inbox.timed.swap_remove(i);
         }
-        self.count_deputies(inbox);
         got
-    }
-
-    /// Publish the number of timed receivers, under the lock.
-    fn count_deputies(&self, inbox: &Inbox<T>) {
-        self.deputies
-            .store(inbox.timed.len() as u64, Ordering::Release);
     }
 
     /// The oldest message, if one is queued; never waits.
@@ -182,10 +176,11 @@ impl<T> Mailbox<T> {
         self.inbox.lock().untimed
     }
 
-    /// Pretend `n` deputies stand, for tests of the leader's step 3a.
+    /// Pretend a deputy waits until `deadline`, for tests of the leader's
+    /// step 3a.
     #[cfg(test)]
-    pub(crate) fn pretend_deputies(&self, n: u64) {
-        self.deputies.store(n, Ordering::Release);
+    pub(crate) fn pretend_watching(&self, deadline: Instant) {
+        self.inbox.lock().timed.push(deadline);
     }
 }
 

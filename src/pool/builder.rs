@@ -98,6 +98,15 @@ pub(crate) struct Config {
     pub(crate) faults: Faults,
 }
 
+impl Config {
+    /// Precision mode: the builder asked for a spin window
+    /// ([`Builder::spin_before_due`]), and the workers' timer slack is set
+    /// to a nanosecond.
+    pub(crate) fn precise(&self) -> bool {
+        !self.spin_before_due.is_zero()
+    }
+}
+
 impl<K> fmt::Debug for Builder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")

@@ -22,7 +22,7 @@ fn spawn<K: Key>(
     let shared = shared.clone();
     // Precision mode asks for wake-ups at the deadline; by default the
     // kernel's timer slack lets it coalesce the leader's wake-ups.
-    let precise = !config.spin_before_due.is_zero();
+    let precise = config.precise();
     let (quiet, on_start, on_stop) = (
         config.quiet_panics,
         config.on_start.clone(),
@@ -127,8 +127,7 @@ impl Crew {
         let _ = shared.worker_ids.set(ids.clone());
         // The workers' timer slack is the first guess at how late their
         // timed waits end; precision mode sets theirs to a nanosecond.
-        let precise = !config.spin_before_due.is_zero();
-        let prior = (!precise).then(time::timer_slack).flatten();
+        let prior = (!config.precise()).then(time::timer_slack).flatten();
         shared.handoff.send(Msg::Lead(Lead::assuming(prior)));
         Ok(Crew {
             ids,

@@ -11,6 +11,7 @@ mod imp {
     pub(crate) use self::spin::Mutex;
     pub(crate) use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
     pub(crate) use parking_lot::{Condvar, MutexGuard};
+    pub(crate) use std::hint::spin_loop;
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use std::thread;
 
@@ -77,6 +78,12 @@ mod imp {
     pub(crate) use self::lock::{Condvar, Mutex, MutexGuard};
     pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use loom::thread;
+
+    /// One pause of a spin loop: under loom, a turn of the model's
+    /// scheduler, so that a spinning thread lets the others move.
+    pub(crate) fn spin_loop() {
+        loom::thread::yield_now();
+    }
 
     mod lock {
         //! loom's `Mutex`/`Condvar` in the parking_lot shape the crate uses.

@@ -77,7 +77,7 @@ pub(crate) struct Config {
     pub(crate) exclusive_keys: bool,
     /// Staleness tolerance in nanoseconds.
     pub(crate) expire_after: Option<i64>,
-    /// How long before a due time the leader stops sleeping and yields.
+    /// How long before a due time the leader stops sleeping and spins.
     pub(crate) spin_before_due: Duration,
     /// Whether the leader wakes early by its measured wake-up latency.
     pub(crate) adaptive_wake: bool,
@@ -289,8 +289,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     }
 
     /// Precision mode: the leader stops sleeping `window` before the earliest
-    /// due time and waits the rest by yielding its CPU in a loop, re-checking
-    /// the heap under the lock each round, so a task starts within a few
+    /// due time and waits the rest by spinning, re-checking the heap under
+    /// the lock every 20 µs at most, so a task starts within a few
     /// microseconds of its due time (never before it) at the cost of up to
     /// one busy core while a due time is that close. The leader never spins
     /// when no due time is within `window`: an idle pool, or one whose timers
@@ -317,7 +317,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// Adaptive early wake for sparse timers: the leader measures how late
     /// the operating system wakes it from timed waits, wakes that much (a
     /// smoothed estimate, at most 1 ms) before the earliest due time, and
-    /// yields the remaining microseconds as in
+    /// spins the remaining microseconds as in
     /// [`spin_before_due`](Self::spin_before_due). A wait longer than
     /// 4 ms first ends 0.5 ms before its end and waits the rest, since a
     /// timed wait ends later the longer the CPU idled before it (one more
@@ -326,8 +326,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// due times (the next due less than four wake latencies after the last
     /// that came up, whichever thread started its work), where
     /// early wakes would cost several times the CPU of plain waits, and
-    /// while its yields lose the CPU to other busy threads (it backs off for
-    /// 100 ms to 10 s); its yielding is paid from a budget of a tenth of one
+    /// while other busy threads take the CPU from its spin (it backs off for
+    /// 100 ms to 10 s); its spinning is paid from a budget of a tenth of one
     /// core. So a stream
     /// of due times costs what plain timed waits cost, and an isolated
     /// timer (a timeout, a preempting task) starts within microseconds.
@@ -338,7 +338,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     ///
     /// ```
     /// use timerpool::TimerPool;
-    /// // Trade a little lateness for no yield loops at all.
+    /// // Trade a little lateness for no spinning at all.
     /// let pool = TimerPool::<u64>::builder().adaptive_wake(false).build()?;
     /// # drop(pool);
     /// # Ok::<(), timerpool::Error>(())

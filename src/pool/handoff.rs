@@ -257,9 +257,9 @@ impl<T> IntoIterator for Few<T> {
 pub(crate) struct Lead {
     /// How late timed waits return, smoothed.
     latency: WakeLatency,
-    /// What the adaptive early wake may still spend on yielding.
-    budget: YieldBudget,
-    /// Whether yield rounds lose the CPU to other threads.
+    /// What the adaptive early wake may still spend on spinning.
+    budget: SpinBudget,
+    /// Whether spin rounds lose the CPU to other threads.
     contention: Contention,
     /// About when the last work found due was due (real time).
     found_due: Option<Instant>,
@@ -290,7 +290,7 @@ impl Lead {
     pub(crate) fn assuming(prior: Option<Duration>) -> Self {
         Lead {
             latency: prior.map_or_else(WakeLatency::default, WakeLatency::assuming),
-            budget: YieldBudget::default(),
+            budget: SpinBudget::default(),
             contention: Contention::default(),
             found_due: None,
             looked_at: None,
@@ -298,20 +298,20 @@ impl Lead {
     }
 
     /// Whether the adaptive early wake may wake early at `now` for a due
-    /// time at `deadline` (real time) and yield until it. Only for sparse
+    /// time at `deadline` (real time) and spin until it. Only for sparse
     /// due times: when it follows the last work found due by less than
     /// [`DENSE_GAPS`] wake latencies, due times come too close for an
-    /// early wake to pay (each one brings the leader's yields, the token's
+    /// early wake to pay (each one brings the leader's spin, the token's
     /// passes and the followers' wake-ups about, at several times the CPU
     /// of a plain wait). The gap between the two due times decides, not
     /// the time since the last: judged at a check right after a due time,
     /// the next one always looked dense, and a task due 1 ms after the
     /// last, on a guest whose waits ended 150 µs late, got no early wake.
     /// And only while its budget lasts: it earns a tenth of the real time
-    /// that passes and spends what its yield rounds take. Precision mode
+    /// that passes and spends what its spin rounds take. Precision mode
     /// (`spin_before_due`) asks for its window and is not bounded by this.
-    /// Nor while yield rounds have lately lost the CPU ([`Contention`]).
-    pub(crate) fn may_yield(&mut self, now: Instant, deadline: Instant) -> bool {
+    /// Nor while spin rounds have lately lost the CPU ([`Contention`]).
+    pub(crate) fn may_spin(&mut self, now: Instant, deadline: Instant) -> bool {
         self.budget.may_spend(now) && !self.dense(deadline) && !self.contention.stands_down(now)
     }
 
@@ -335,7 +335,7 @@ impl Lead {
     /// deputies start most of it (on four workers with mixed task lengths,
     /// about nine starts in ten), so a leader that counted only its own
     /// finds took such a stream for a sparse one and spent the adaptive
-    /// wake's yield budget on it: 23% of a core against 16% with the early
+    /// wake's spin budget on it: 23% of a core against 16% with the early
     /// wake off, and scheduled-thread-pool's 15% (`docs/benchmarks.md`).
     pub(crate) fn looked(&mut self, head: Option<(i64, Instant)>, now: i64) {
         if let Some((_, at)) = self.looked_at.filter(|&(due, _)| due <= now) {
@@ -344,12 +344,13 @@ impl Lead {
         self.looked_at = head;
     }
 
-    /// A yield round that began at `began` ended at `now`: pay for it, and
+    /// A run of spin rounds that began at `began` ended at `now`: pay for
+    /// it, and
     /// learn whether it lost the CPU.
     pub(crate) fn spent(&mut self, began: Instant, now: Instant) {
         let took = now.saturating_duration_since(began);
         self.budget.spend(took);
-        self.contention.yielded(took, now);
+        self.contention.spun(took, now);
     }
 
     /// How much earlier than a due time to end a timed wait.
@@ -359,20 +360,20 @@ impl Lead {
 
     /// Learn from one timed wait that returned `late` after its deadline.
     pub(crate) fn observe(&mut self, late: Duration) {
-        self.latency.yields = 0;
+        self.latency.rounds = 0;
         self.latency.observe(late);
     }
 
-    /// The leader yielded once inside the window instead of waiting. Only
-    /// timed waits teach the estimate, so a long run of yields (due times
+    /// The leader spun one round inside the window instead of waiting.
+    /// Only timed waits teach the estimate, so a long run of rounds (due times
     /// always inside the window) would keep it where it is for ever: every
-    /// [`YIELDS_PER_DECAY`] yields in a row count as one wait that was on
+    /// [`ROUNDS_PER_DECAY`] rounds in a row count as one wait that was on
     /// time, and the window shrinks until a timed wait measures it again.
-    pub(crate) fn yielded(&mut self) {
+    pub(crate) fn spun(&mut self) {
         let w = &mut self.latency;
-        w.yields += 1;
-        if w.yields >= YIELDS_PER_DECAY {
-            w.yields = 0;
+        w.rounds += 1;
+        if w.rounds >= ROUNDS_PER_DECAY {
+            w.rounds = 0;
             w.observe(Duration::ZERO);
         }
     }
@@ -382,67 +383,69 @@ impl Lead {
 /// dense stream, for which the adaptive early wake stands down.
 const DENSE_GAPS: u32 = 4;
 
-/// The share of real time the adaptive early wake may spend yielding: one
-/// part in `YIELD_SHARE`.
-const YIELD_SHARE: u32 = 10;
+/// The share of real time the adaptive early wake may spend spinning: one
+/// part in `SPIN_SHARE`.
+const SPIN_SHARE: u32 = 10;
 
-/// The most yielding time the budget saves up while none is spent.
+/// The most spinning time the budget saves up while none is spent.
 const MAX_SAVED: Duration = Duration::from_millis(2);
 
-/// A token bucket of yielding time: earns `1 / YIELD_SHARE` of the real
+/// A token bucket of spinning time: earns `1 / SPIN_SHARE` of the real
 /// time that passes, up to [`MAX_SAVED`].
 #[derive(Debug, Clone, Copy)]
-struct YieldBudget {
+struct SpinBudget {
     /// Yielding time saved up.
     saved: Duration,
     /// When it was last topped up; `None` before the first look.
     topped: Option<Instant>,
 }
 
-impl Default for YieldBudget {
+impl Default for SpinBudget {
     fn default() -> Self {
-        YieldBudget {
+        SpinBudget {
             saved: MAX_SAVED,
             topped: None,
         }
     }
 }
 
-impl YieldBudget {
+impl SpinBudget {
     /// Top up for the time since the last look; true if anything is left.
     fn may_spend(&mut self, now: Instant) -> bool {
         if let Some(topped) = self.topped {
-            let earned = now.saturating_duration_since(topped) / YIELD_SHARE;
+            let earned = now.saturating_duration_since(topped) / SPIN_SHARE;
             self.saved = (self.saved + earned).min(MAX_SAVED);
         }
         self.topped = Some(now);
         !self.saved.is_zero()
     }
 
-    /// Pay for `took` of yielding.
+    /// Pay for `took` of spinning.
     fn spend(&mut self, took: Duration) {
         self.saved = self.saved.saturating_sub(took);
     }
 }
 
-/// A yield round longer than this lost the CPU to another thread.
-const SLOW_YIELD: Duration = Duration::from_micros(250);
+/// A spin round longer than this lost the CPU to another thread (a round
+/// spins for 20 µs at most).
+const SLOW_ROUND: Duration = Duration::from_micros(250);
 
 /// The shortest and longest the adaptive early wake stands down after a
-/// yield round lost the CPU.
+/// spin round lost the CPU.
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
-/// Whether the early wake's yields lose the CPU. While other threads keep
-/// the CPUs busy (another process's build, say), a yield hands the CPU
-/// over for the rest of a time slice, and the task the leader woke early
-/// for started milliseconds late where a plain wait is late by its wake
-/// latency (the preemption workload beside a test run: p50 2.2-2.4 ms
-/// against 0.1). A round that takes longer than [`SLOW_YIELD`] makes the
-/// early wake stand down for a back-off that doubles with each such round
-/// (from [`MIN_BACKOFF`] to [`MAX_BACKOFF`]), so sustained contention
-/// costs one late start per back-off; a prompt round after the back-off
-/// ends resets it.
+/// Whether the early wake's spin rounds lose the CPU. While other threads
+/// keep the CPUs busy (another process's build, say), the scheduler may
+/// preempt a spinning leader, and the task it woke early for then starts
+/// when the leader gets a CPU back, milliseconds late. (When the rounds
+/// were yields, each one handed the CPU over for the rest of a time slice:
+/// the preemption workload beside a test run, p50 2.2-2.4 ms against 0.1
+/// with plain waits.) A round that takes longer than [`SLOW_ROUND`] makes
+/// the early wake stand down for a back-off that doubles with each such
+/// round (from [`MIN_BACKOFF`] to [`MAX_BACKOFF`]), so sustained contention
+/// costs at most one late start per back-off; a prompt round after the
+/// back-off ends resets it.
 #[derive(Debug, Default, Clone, Copy)]
 struct Contention {
     /// Until when the early wake stands down.
@@ -452,9 +455,9 @@ struct Contention {
 }
 
 impl Contention {
-    /// A yield round took `took`, ending at `now`.
-    fn yielded(&mut self, took: Duration, now: Instant) {
-        if took > SLOW_YIELD {
+    /// A run of spin rounds took `took`, ending at `now`.
+    fn spun(&mut self, took: Duration, now: Instant) {
+        if took > SLOW_ROUND {
             self.backoff = (self.backoff * 2).clamp(MIN_BACKOFF, MAX_BACKOFF);
             self.until = Some(now + self.backoff);
         } else if !self.stands_down(now) {
@@ -472,19 +475,19 @@ impl Contention {
 const MAX_EARLY: Duration = Duration::from_millis(1);
 
 /// Yields in a row that count as one on-time wait for the estimate.
-const YIELDS_PER_DECAY: u32 = 64;
+const ROUNDS_PER_DECAY: u32 = 64;
 
 /// A smoothed estimate of how late a timed wait returns after its deadline:
 /// mean plus twice the mean deviation (the round-trip estimator of TCP), so
-/// that most wakes land before the due time and the rest is yielded away.
+/// that most wakes land before the due time and the rest is spun away.
 #[derive(Debug, Default, Clone, Copy)]
 struct WakeLatency {
     /// Smoothed lateness, nanoseconds.
     mean: u64,
     /// Smoothed absolute deviation, nanoseconds.
     dev: u64,
-    /// Yields since the last timed wait.
-    yields: u32,
+    /// Spin rounds since the last timed wait.
+    rounds: u32,
 }
 
 impl WakeLatency {
@@ -495,7 +498,7 @@ impl WakeLatency {
         WakeLatency {
             mean,
             dev: mean / 2,
-            yields: 0,
+            rounds: 0,
         }
     }
 
@@ -526,35 +529,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_yield_round_that_lost_the_cpu_stands_the_early_wake_down_with_backoff() {
+    fn a_spin_round_that_lost_the_cpu_stands_the_early_wake_down_with_backoff() {
         let t0 = Instant::now();
         let mut lead = Lead::first();
-        assert!(lead.may_yield(t0, t0 + Duration::from_secs(1)));
+        assert!(lead.may_spin(t0, t0 + Duration::from_secs(1)));
         let far = |at: Instant| at + Duration::from_secs(60);
         // A prompt round changes nothing.
         lead.spent(t0, t0 + Duration::from_micros(5));
-        assert!(lead.may_yield(t0, far(t0)));
+        assert!(lead.may_spin(t0, far(t0)));
         // A round that lost the CPU: no early wake for the back-off.
-        let slow = t0 + SLOW_YIELD * 2;
+        let slow = t0 + SLOW_ROUND * 2;
         lead.spent(t0, slow);
-        assert!(!lead.may_yield(slow, far(slow)));
-        assert!(lead.may_yield(slow + MIN_BACKOFF, far(slow + MIN_BACKOFF)));
+        assert!(!lead.may_spin(slow, far(slow)));
+        assert!(lead.may_spin(slow + MIN_BACKOFF, far(slow + MIN_BACKOFF)));
         // Another right after: twice as long.
         let again = slow + MIN_BACKOFF;
-        lead.spent(again, again + SLOW_YIELD * 2);
-        let after = again + SLOW_YIELD * 2;
-        assert!(!lead.may_yield(after + MIN_BACKOFF, far(after)));
-        assert!(lead.may_yield(after + MIN_BACKOFF * 2, far(after)));
+        lead.spent(again, again + SLOW_ROUND * 2);
+        let after = again + SLOW_ROUND * 2;
+        assert!(!lead.may_spin(after + MIN_BACKOFF, far(after)));
+        assert!(lead.may_spin(after + MIN_BACKOFF * 2, far(after)));
         // A prompt round once it has ended resets the back-off.
         let calm = after + MIN_BACKOFF * 2;
         lead.spent(calm, calm + Duration::from_micros(5));
-        lead.spent(calm, calm + SLOW_YIELD * 2);
-        let last = calm + SLOW_YIELD * 2;
-        assert!(lead.may_yield(last + MIN_BACKOFF, far(last)));
+        lead.spent(calm, calm + SLOW_ROUND * 2);
+        let last = calm + SLOW_ROUND * 2;
+        assert!(lead.may_spin(last + MIN_BACKOFF, far(last)));
         // Bounded.
         let mut c = Contention::default();
         for _ in 0..20 {
-            c.yielded(SLOW_YIELD * 2, t0);
+            c.spun(SLOW_ROUND * 2, t0);
         }
         assert_eq!(c.backoff, MAX_BACKOFF);
     }
@@ -730,8 +733,8 @@ mod tests {
             stuck.observe(Duration::from_secs(1));
         }
         assert_eq!(stuck.early(), MAX_EARLY);
-        for _ in 0..YIELDS_PER_DECAY * 100 {
-            stuck.yielded();
+        for _ in 0..ROUNDS_PER_DECAY * 100 {
+            stuck.spun();
         }
         assert!(stuck.early() < MAX_EARLY / 2, "{:?}", stuck.early());
         for _ in 0..200 {
@@ -747,29 +750,29 @@ mod tests {
             lead.observe(Duration::from_micros(50));
         }
         let t0 = Instant::now();
-        assert!(lead.may_yield(t0, t0), "nothing found due yet: sparse");
+        assert!(lead.may_spin(t0, t0), "nothing found due yet: sparse");
         lead.found_due(t0);
         let gap = lead.early() * DENSE_GAPS;
         assert!(
-            !lead.may_yield(t0, t0 + gap / 2),
+            !lead.may_spin(t0, t0 + gap / 2),
             "due times closer than the gap"
         );
-        assert!(lead.may_yield(t0, t0 + gap * 2), "further apart");
+        assert!(lead.may_spin(t0, t0 + gap * 2), "further apart");
         // Judged by the gap between the due times, not by when it is asked.
-        assert!(lead.may_yield(t0 + gap / 4, t0 + gap * 2), "asked early");
+        assert!(lead.may_spin(t0 + gap / 4, t0 + gap * 2), "asked early");
         // The last due time found stays the latest.
         lead.found_due(t0 - gap);
-        assert!(!lead.may_yield(t0, t0 + gap / 2), "an older find");
+        assert!(!lead.may_spin(t0, t0 + gap / 2), "an older find");
     }
 
     #[test]
-    fn yield_budget_earns_a_tenth_of_real_time_and_runs_dry() {
+    fn spin_budget_earns_a_tenth_of_real_time_and_runs_dry() {
         let t0 = Instant::now();
-        let mut b = YieldBudget::default();
+        let mut b = SpinBudget::default();
         assert!(b.may_spend(t0));
         b.spend(MAX_SAVED);
         assert!(!b.may_spend(t0), "spent");
-        // 1 ms of real time earns 100 µs of yielding.
+        // 1 ms of real time earns 100 µs of spinning.
         assert!(b.may_spend(t0 + Duration::from_millis(1)));
         b.spend(Duration::from_micros(100));
         assert!(!b.may_spend(t0 + Duration::from_millis(1)));

@@ -8,10 +8,10 @@
 //!   clock.
 //! - The head, the clock and the mode are read under the state lock in the
 //!   same critical section that decides to wait ([`check`]), and re-read
-//!   after every wake: nothing is carried across a wait. A yield round of the
-//!   spin window is a wait too: the lock is released, the thread yields, and
-//!   the leader starts over from the check.
-//! - The leader yields instead of sleeping only while the head's real due
+//!   after every wake: nothing is carried across a wait. A round of the spin
+//!   window is a wait too: the lock is released, the thread spins (20 µs at
+//!   most), and the leader starts over from the check.
+//! - The leader spins instead of sleeping only while the head's real due
 //!   instant is within the spin window (the builder's `spin_before_due`, or
 //!   the measured wake-up latency when adaptive wake is on, whichever is
 //!   longer). No due time in the window means a plain wait, so an idle pool
@@ -31,7 +31,7 @@ use super::broken::FirstReading;
 use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared, State};
-use crate::sync::{thread, MutexGuard};
+use crate::sync::{spin_loop, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// What the leader does next, decided under the lock.
@@ -43,8 +43,9 @@ enum Step {
     Start,
     /// Sleep until this real instant, or until notified if `None` (step 3).
     Sleep(Option<Instant>),
-    /// The head's due time is inside the spin window: yield once (step 3).
-    Yield,
+    /// The head's due time, this real instant, is inside the spin window:
+    /// spin one round towards it (step 3).
+    Spin(Instant),
 }
 
 /// The token while its leader holds it. If the leader unwinds, dropping
@@ -108,9 +109,9 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
     };
     let mut st = shared.state.lock();
     let mut first = FirstReading::default();
-    // When the last yield round ended: a run of rounds is paid for whole
-    // (its checks too), not only the time inside `yield_now`.
-    let mut yielding_since = None;
+    // When the last spin round ended: a run of rounds is paid for whole
+    // (its checks too), not only the time inside the spin.
+    let mut spinning_since = None;
     // The head this leadership asked a free worker to stand deputy over.
     let mut asked = None;
     loop {
@@ -131,7 +132,7 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
                 return pass(shared, st, token.take());
             }
             Step::Sleep(until) => {
-                yielding_since = None;
+                spinning_since = None;
                 if until.is_some() && asks_for_deputy(shared, &st, &token, &mut asked) {
                     // With the lock released, then back to the check:
                     // nothing is carried across the release.
@@ -140,13 +141,13 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
                 }
                 sleep(shared, &mut st, until, &mut token);
             }
-            Step::Yield => {
-                token.yielded();
-                let began = yielding_since.unwrap_or_else(|| shared.time.real_now());
-                MutexGuard::unlocked(&mut st, thread::yield_now);
+            Step::Spin(deadline) => {
+                token.spun();
+                let began = spinning_since.unwrap_or_else(|| shared.time.real_now());
+                MutexGuard::unlocked(&mut st, || spin_round(shared, deadline));
                 let ended = shared.time.real_now();
                 token.spent(began, ended);
-                yielding_since = Some(ended);
+                spinning_since = Some(ended);
             }
         }
     }
@@ -172,15 +173,30 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, token: &mut Lead) 
     let real_now = shared.time.real_now();
     match deadline.checked_sub(spin_window(shared, token, real_now, deadline)) {
         Some(wake_at) if wake_at > real_now => Step::Sleep(Some(wake_at)),
-        // Within the window: a yield, not a pure spin, since on a busy
-        // machine the workers that must run the task need that CPU.
-        _ => Step::Yield,
+        _ => Step::Spin(deadline),
+    }
+}
+
+/// The longest round of step 3's spin: the leader checks the heap, the
+/// mode and its notifications at least this often while it spins.
+const SPIN_ROUND: Duration = Duration::from_micros(20);
+
+/// Step 3, inside the spin window: spin, the lock released, until the
+/// head's due time at `deadline` or for [`SPIN_ROUND`], whichever comes
+/// first. A spin, not a loop of `sched_yield`: on a machine whose CPUs
+/// other processes keep busy, a yield hands the CPU over for the rest of
+/// a time slice (milliseconds), and the task the leader woke early for
+/// started that late.
+fn spin_round<K>(shared: &Shared<K>, deadline: Instant) {
+    let end = deadline.min(shared.time.real_now() + SPIN_ROUND);
+    while shared.time.real_now() < end {
+        spin_loop();
     }
 }
 
 /// How long before a due time at `deadline` the leader stops sleeping:
 /// the builder's window, or the measured wake latency while the adaptive
-/// wake's yield budget lasts. A spent budget means no early wake at all,
+/// wake's spin budget lasts. A spent budget means no early wake at all,
 /// not an early wake and a second wait: each of those is a wake-up, the
 /// larger cost.
 fn spin_window<K>(
@@ -190,7 +206,7 @@ fn spin_window<K>(
     deadline: Instant,
 ) -> Duration {
     let window = shared.config.spin_before_due;
-    if shared.config.adaptive_wake && token.may_yield(now, deadline) {
+    if shared.config.adaptive_wake && token.may_spin(now, deadline) {
         window.max(token.early())
     } else {
         window
@@ -412,7 +428,7 @@ mod tests {
         let bound = Instant::now() + Duration::from_secs(30);
         while pool.shared.handoff.deputies() == 0 {
             assert!(Instant::now() < bound, "no deputy stood");
-            thread::yield_now();
+            std::thread::yield_now();
         }
     }
 }

@@ -359,7 +359,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// thread awake instead of waking one. A leader that goes to sleep
     /// until a due time with no deputy standing asks a free worker to
     /// stand (once per head), so the first task after an idle spell finds
-    /// one too. Each costs about one wake-up per due
+    /// one too. For a sparse due time, which the adaptive early wake has
+    /// the leader awake for, a deputy waits 50 µs past it, as the
+    /// leader's backup: waking at the very instant the leader started the
+    /// task, the two met, and beside other busy processes one then waited
+    /// milliseconds for a CPU. Each costs about one wake-up per due
     /// time it watches over, and none while the pool is idle
     /// ([`Stats::deputy_wakeups`](crate::Stats::deputy_wakeups),
     /// [`Stats::rescued`](crate::Stats::rescued)). Needs two workers or

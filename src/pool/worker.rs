@@ -48,7 +48,7 @@ use super::time::{Now, NEVER};
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
 use crate::sync::{thread, Arc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A started task, with what the worker needs to run it.
 pub(crate) struct Claimed<K> {
@@ -204,12 +204,45 @@ fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
 
 /// The deadline this worker would watch as a deputy: the real instant of
 /// `watch`, if the pool has deputies (`Builder::deputy`) and the clock
-/// moves with real time.
+/// moves with real time; [`BACKUP_AFTER`] past it for a due time the
+/// leader will be awake for.
 fn deputy_deadline<K>(shared: &Shared<K>, watch: Option<i64>) -> Option<Instant> {
-    watch
+    let deadline = watch
         .filter(|&due| due < NEVER && shared.config.deputy)
-        .and_then(|due| shared.time.sleep_deadline(due))
+        .and_then(|due| shared.time.sleep_deadline(due))?;
+    Some(if leader_awake_for(shared, deadline) {
+        deadline + BACKUP_AFTER
+    } else {
+        deadline
+    })
 }
+
+/// Whether the leader will most likely be awake at `deadline`, spinning
+/// for it: the adaptive early wake is on and the due time is far enough
+/// ahead to be a sparse one ([`SPARSE_AHEAD`]; the leader's own test, by
+/// the gap between due times, is finer, and a deputy that guesses wrong
+/// only wakes later or sooner than it needs to).
+fn leader_awake_for<K>(shared: &Shared<K>, deadline: Instant) -> bool {
+    shared.config.adaptive_wake
+        && deadline.saturating_duration_since(shared.time.real_now()) > SPARSE_AHEAD
+}
+
+/// How far past a due time the leader wakes early for its deputies wake:
+/// they are its backup, for a leader whose early wake came late or whose
+/// CPU did not run. At the due time itself a deputy's wake-up met the
+/// leader starting the task: with other processes' threads busy on both
+/// CPUs, one of the two then waited for a CPU for milliseconds (the
+/// preemption workload beside two busy loops, 2 workers, 12 runs of 200
+/// trials: the largest lateness over 1 ms in 8 runs against 3 with the
+/// deputies 50 µs later; one pool for 2,000 trials, p99.9 3,009-3,707 µs
+/// against 211-2,376; `docs/benchmarks.md`). On a quiet machine the
+/// leader then passes the lead with a wake-up, no deputy's deadline
+/// having passed: a few microseconds on the start.
+const BACKUP_AFTER: Duration = Duration::from_micros(50);
+
+/// A due time further ahead than this when a deputy arms counts as a
+/// sparse one, which the leader's early wake covers ([`leader_awake_for`]).
+const SPARSE_AHEAD: Duration = Duration::from_micros(500);
 
 /// How many free workers may stand deputy at once: all but the leader, at
 /// most [`MAX_DEPUTIES`].
@@ -908,14 +941,35 @@ mod tests {
     #[test]
     fn free_workers_stand_deputy_up_to_the_limit_and_only_over_a_real_due_time() {
         let shared = engine_of(2);
-        let due = shared.time.now().ns + 1_000_000;
+        let due = shared.time.now().ns + 1_000_000_000;
         assert!(deputy_deadline(&shared, None).is_none(), "no watch");
         assert!(
             deputy_deadline(&shared, Some(NEVER)).is_none(),
             "a stand-in's"
         );
         let at = deputy_deadline(&shared, Some(due)).expect("a real due time");
-        assert_eq!(at, shared.time.instant_of(due));
+        assert_eq!(
+            at,
+            shared.time.instant_of(due) + BACKUP_AFTER,
+            "a sparse due time: the leader's backup"
+        );
+        let now = shared.time.now().ns;
+        let near = deputy_deadline(&shared, Some(now)).expect("a real due time");
+        assert_eq!(
+            near,
+            shared.time.instant_of(now),
+            "a dense one: with the leader"
+        );
+        let config = crate::TimerPool::<u64>::builder()
+            .adaptive_wake(false)
+            .validate();
+        let plain: Shared<u64> = Shared::new(config.expect("valid"), None, Observe::default());
+        let at = deputy_deadline(&plain, Some(due)).expect("a real due time");
+        assert_eq!(
+            at,
+            plain.time.instant_of(due),
+            "no early wake: with the leader"
+        );
         assert_eq!(deputy_limit(&shared), 1, "all but the leader");
         assert_eq!(deputy_limit(&engine_of(8)), MAX_DEPUTIES, "at most three");
         assert_eq!(deputy_limit(&engine_of(1)), 1, "a lone worker's own");

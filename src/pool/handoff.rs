@@ -344,9 +344,8 @@ impl Lead {
         self.looked_at = head;
     }
 
-    /// A run of spin rounds that began at `began` ended at `now`: pay for
-    /// it, and
-    /// learn whether it lost the CPU.
+    /// A spin round, with the check before it, that began at `began` ended
+    /// at `now`: pay for it, and learn whether it lost the CPU.
     pub(crate) fn spent(&mut self, began: Instant, now: Instant) {
         let took = now.saturating_duration_since(began);
         self.budget.spend(took);
@@ -394,7 +393,7 @@ const MAX_SAVED: Duration = Duration::from_millis(2);
 /// time that passes, up to [`MAX_SAVED`].
 #[derive(Debug, Clone, Copy)]
 struct SpinBudget {
-    /// Yielding time saved up.
+    /// Spinning time saved up.
     saved: Duration,
     /// When it was last topped up; `None` before the first look.
     topped: Option<Instant>,
@@ -455,7 +454,7 @@ struct Contention {
 }
 
 impl Contention {
-    /// A run of spin rounds took `took`, ending at `now`.
+    /// A spin round (with its check) took `took`, ending at `now`.
     fn spun(&mut self, took: Duration, now: Instant) {
         if took > SLOW_ROUND {
             self.backoff = (self.backoff * 2).clamp(MIN_BACKOFF, MAX_BACKOFF);
@@ -474,7 +473,7 @@ impl Contention {
 /// The most the adaptive early wake moves a wait forward.
 const MAX_EARLY: Duration = Duration::from_millis(1);
 
-/// Yields in a row that count as one on-time wait for the estimate.
+/// Spin rounds in a row that count as one on-time wait for the estimate.
 const ROUNDS_PER_DECAY: u32 = 64;
 
 /// A smoothed estimate of how late a timed wait returns after its deadline:

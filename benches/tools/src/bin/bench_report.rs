@@ -9,6 +9,14 @@
 //!
 //! The criterion benches in `benches/` run the same workloads with more
 //! samples; this is the quick view for people who want one table.
+//!
+//! `--beside N` runs the report beside `N` busy processes (copies of this
+//! program spinning on a CPU each, ended with it), as on a host whose CPUs
+//! other work keeps busy; the CPU column stays this process's own.
+//!
+//! ```sh
+//! cargo run --release -p timerpool-bench-tools --bin bench_report -- --only preemption --beside 2
+//! ```
 
 #[path = "../../../common/mod.rs"]
 mod common;
@@ -100,8 +108,51 @@ fn print_table(title: &str, unit_cols: &[&str], rows: &[Row], better: &[bool]) {
     }
 }
 
+/// Busy processes beside the report, killed when it ends.
+struct Beside(Vec<std::process::Child>);
+
+impl Beside {
+    /// Start `n` copies of this program that only spin.
+    fn start(n: usize) -> Self {
+        let exe = std::env::current_exe().expect("this program's path");
+        let spawn = |_| {
+            std::process::Command::new(&exe)
+                .arg("--spin")
+                .spawn()
+                .expect("a busy process")
+        };
+        Beside((0..n).map(spawn).collect())
+    }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--spin") {
+        // Busy until the report ends (it kills this), or its parent is gone.
+        let parent = std::os::unix::process::parent_id();
+        while std::os::unix::process::parent_id() == parent {
+            for _ in 0..1_000_000 {
+                std::hint::spin_loop();
+            }
+        }
+        return;
+    }
+    let beside: usize = args
+        .iter()
+        .position(|a| a == "--beside")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let _busy = Beside::start(beside);
     let runs: usize = args
         .iter()
         .position(|a| a == "--runs")
@@ -115,9 +166,10 @@ fn main() {
     let want = |w: &str| only.as_deref().is_none_or(|o| o.split(',').any(|x| x == w));
     let t0 = Instant::now();
     println!(
-        "# timerpool bench_report: {} run(s) per figure, median ± spread ((max-min)/median), {} CPUs",
+        "# timerpool bench_report: {} run(s) per figure, median ± spread ((max-min)/median), {} CPUs, {} busy processes beside",
         runs,
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        beside
     );
     println!("ratios: how many times better timerpool is (>1: timerpool wins)");
 

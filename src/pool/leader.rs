@@ -31,6 +31,7 @@ use super::broken::FirstReading;
 use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared, State};
+use super::worker::BACKUP_AFTER;
 use crate::sync::{spin_loop, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -314,8 +315,10 @@ fn asks_for_deputy<K: Key>(
     if token.dense(shared.time.real_now()) {
         return false;
     }
+    // A deputy that watches a sparse due time stands a little past it, as
+    // the leader's backup (`worker::BACKUP_AFTER`): it stands over it too.
     let deadline = head.and_then(|due| shared.time.sleep_deadline(due));
-    if deadline.is_some_and(|at| shared.handoff.watched_by(at)) {
+    if deadline.is_some_and(|at| shared.handoff.watched_by(at + BACKUP_AFTER)) {
         return false;
     }
     *asked = head;
@@ -375,6 +378,11 @@ mod tests {
         assert!(
             asks_for_deputy(&shared, &st, &token, &mut None),
             "a later watch"
+        );
+        shared.handoff.pretend_watching(at + BACKUP_AFTER);
+        assert!(
+            !asks_for_deputy(&shared, &st, &token, &mut None),
+            "one stands over it, as the leader's backup"
         );
         shared.handoff.pretend_watching(at);
         assert!(

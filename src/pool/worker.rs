@@ -238,7 +238,7 @@ fn leader_awake_for<K>(shared: &Shared<K>, deadline: Instant) -> bool {
 /// against 211-2,376; `docs/benchmarks.md`). On a quiet machine the
 /// leader then passes the lead with a wake-up, no deputy's deadline
 /// having passed: a few microseconds on the start.
-const BACKUP_AFTER: Duration = Duration::from_micros(50);
+pub(crate) const BACKUP_AFTER: Duration = Duration::from_micros(50);
 
 /// A due time further ahead than this when a deputy arms counts as a
 /// sparse one, which the leader's early wake covers ([`leader_awake_for`]).

@@ -184,6 +184,19 @@ impl<T> Mailbox<T> {
     }
 }
 
+/// How far past a due time the leader wakes early for its deputies wake:
+/// they are its backup, for a leader whose early wake came late or whose
+/// CPU did not run. At the due time itself a deputy's wake-up met the
+/// leader starting the task: with other processes' threads busy on both
+/// CPUs, one of the two then waited for a CPU for milliseconds (the
+/// preemption workload beside two busy loops, 2 workers, 12 runs of 200
+/// trials: the largest lateness over 1 ms in 8 runs against 3 with the
+/// deputies 50 µs later; one pool for 2,000 trials, p99.9 3,009-3,707 µs
+/// against 211-2,376; `docs/benchmarks.md`). On a quiet machine the
+/// leader then passes the lead with a wake-up, no deputy's deadline
+/// having passed: a few microseconds on the start.
+pub(crate) const BACKUP_AFTER: Duration = Duration::from_micros(50);
+
 /// What travels through the hand-off channel.
 pub(crate) enum Msg {
     /// The leadership token.

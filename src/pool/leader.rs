@@ -29,9 +29,8 @@
 
 use super::broken::FirstReading;
 use super::fault::Fault;
-use super::handoff::{Lead, Msg};
+use super::handoff::{Lead, Msg, BACKUP_AFTER};
 use super::shared::{Key, Mode, Shared, State};
-use super::worker::BACKUP_AFTER;
 use crate::sync::{spin_loop, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -316,7 +315,7 @@ fn asks_for_deputy<K: Key>(
         return false;
     }
     // A deputy that watches a sparse due time stands a little past it, as
-    // the leader's backup (`worker::BACKUP_AFTER`): it stands over it too.
+    // the leader's backup (`handoff::BACKUP_AFTER`): it stands over it too.
     let deadline = head.and_then(|due| shared.time.sleep_deadline(due));
     if deadline.is_some_and(|at| shared.handoff.watched_by(at + BACKUP_AFTER)) {
         return false;

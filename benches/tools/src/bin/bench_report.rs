@@ -108,6 +108,12 @@ fn print_table(title: &str, unit_cols: &[&str], rows: &[Row], better: &[bool]) {
     }
 }
 
+/// The value after `flag` on the command line, if it is there and parses.
+fn value_of<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1)?.parse().ok()
+}
+
 /// Busy processes beside the report, killed when it ends.
 struct Beside(Vec<std::process::Child>);
 
@@ -146,23 +152,10 @@ fn main() {
         }
         return;
     }
-    let beside: usize = args
-        .iter()
-        .position(|a| a == "--beside")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let beside: usize = value_of(&args, "--beside").unwrap_or(0);
     let _busy = Beside::start(beside);
-    let runs: usize = args
-        .iter()
-        .position(|a| a == "--runs")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let only: Option<String> = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1).cloned());
+    let runs: usize = value_of(&args, "--runs").unwrap_or(1);
+    let only: Option<String> = value_of(&args, "--only");
     let want = |w: &str| only.as_deref().is_none_or(|o| o.split(',').any(|x| x == w));
     let t0 = Instant::now();
     println!(

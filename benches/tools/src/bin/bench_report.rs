@@ -463,7 +463,7 @@ fn mixed_report(runs: usize) {
     for workers in [2, 4] {
         let names = ["timerpool", "scheduled-thread-pool", "timerpool-no-deputy"];
         let mut res: Vec<Vec<Mixed>> = vec![Vec::new(); names.len()];
-        for _ in 0..runs {
+        for run in 0..runs {
             let go = |i: usize| -> Mixed {
                 match i {
                     0 => with_workers(workers, |p: &Timerpool| {
@@ -475,8 +475,12 @@ fn mixed_report(runs: usize) {
                     }),
                 }
             };
-            for (i, r) in res.iter_mut().enumerate() {
-                r.push(go(i));
+            // Each pool takes each place in the order in turn: the host's
+            // disturbances can recur with a period near two runs, and a
+            // fixed order then hands them to the same pool run after run.
+            for place in 0..names.len() {
+                let i = (run + place) % names.len();
+                res[i].push(go(i));
             }
         }
         let rows: Vec<Row> = names
@@ -512,9 +516,11 @@ fn mixed_report(runs: usize) {
 }
 
 /// The runs side by side: in how many of them timerpool's figure was at
-/// or below scheduled-thread-pool's (the two ran one after the other, so
+/// or below scheduled-thread-pool's (the two ran in the same round, so
 /// each pair shares the host's minute), a sign test that medians of
-/// heavy-tailed figures do not give.
+/// heavy-tailed figures do not give, with its two-sided p-value over the
+/// pairs that differ (a small p: one pool is ahead more often than chance
+/// explains).
 fn print_pairs(tp: &[Mixed], stp: &[Mixed]) {
     type Figure = (&'static str, fn(&Mixed) -> f64);
     let figures: [Figure; 3] = [
@@ -526,13 +532,36 @@ fn print_pairs(tp: &[Mixed], stp: &[Mixed]) {
         .iter()
         .map(|(name, f)| {
             let at_or_below = tp.iter().zip(stp).filter(|(a, b)| f(a) <= f(b)).count();
-            format!("{name} {at_or_below} of {}", tp.len())
+            let below = tp.iter().zip(stp).filter(|(a, b)| f(a) < f(b)).count();
+            let above = tp.iter().zip(stp).filter(|(a, b)| f(a) > f(b)).count();
+            format!(
+                "{name} {at_or_below} of {} (sign test p = {:.2})",
+                tp.len(),
+                sign_test(below, below + above)
+            )
         })
         .collect();
     println!(
         "runs where timerpool's figure was at or below scheduled-thread-pool's: {}",
         counts.join(", ")
     );
+}
+
+/// The two-sided p-value of `k` successes in `n` fair coin tosses: the
+/// chance of a split at least this uneven.
+fn sign_test(k: usize, n: usize) -> f64 {
+    if n == 0 {
+        return 1.0;
+    }
+    let ln_choose = |i: usize| -> f64 {
+        (1..=i)
+            .map(|j| ((n - i + j) as f64).ln() - (j as f64).ln())
+            .sum()
+    };
+    let pmf = |i: usize| (ln_choose(i) - n as f64 * std::f64::consts::LN_2).exp();
+    let low = k.min(n - k);
+    let tail: f64 = (0..=low).map(pmf).sum();
+    (2.0 * tail).min(1.0)
 }
 
 fn with_workers<P: Pool, R>(workers: usize, f: impl FnOnce(&P) -> R) -> R {

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolPlain, TimerpoolSpin, Tokio};
+use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolSpin, Tokio};
 use common::workloads::{idle, lateness, preemption, sparse, Idle, Lateness};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode};
@@ -80,7 +80,6 @@ fn group(c: &mut Criterion, what: &'static str) {
     one::<Stp>(&mut g, what, "scheduled-thread-pool");
     one::<Tokio>(&mut g, what, "tokio");
     one::<Naive>(&mut g, what, "naive");
-    one::<TimerpoolPlain>(&mut g, what, "timerpool-no-early-wake");
     g.finish();
 }
 

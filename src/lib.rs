@@ -61,8 +61,8 @@
 //! A task never starts before the pool's clock reads its due time. It starts
 //! roughly on time when a worker is free: the leader sleeps on a condition
 //! variable until the earliest due time, a new earlier task wakes it at once,
-//! a free worker stands deputy in case the leader's thread is held up
-//! ([`Builder::deputy`]), and an idle pool uses no CPU. How late "roughly"
+//! and an idle pool uses no CPU; [`Builder::precision`] chooses what the
+//! pool spends to start tasks closer to their due time. How late "roughly"
 //! is depends on the
 //! operating system's timer; `docs/benchmarks.md` has measurements. Time is
 //! the monotonic clock by default; a [`ManualClock`] makes tests
@@ -121,8 +121,8 @@ pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{
     Builder, CancelResult, Completion, CompletionKind, CompletionReceiver, Due, Lateness,
-    MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Refused, Repeat, Retried, Retry,
-    RetryHandle, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
+    MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Precision, Refused, Repeat, Retried,
+    Retry, RetryHandle, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

@@ -118,7 +118,7 @@ fn precision_mode_asks_for_the_tightest_timer_slack_and_the_default_does_not() {
             .workers(2)
             .on_thread_start(move || seen.lock().unwrap().push(own_timer_slack()));
         if precise {
-            builder = builder.spin_before_due(Duration::from_micros(100));
+            builder = builder.precision(timerpool::Precision::Spin(Duration::from_micros(100)));
         }
         builder.build().unwrap().shutdown();
         let seen = slack.lock().unwrap().clone();

@@ -128,7 +128,7 @@ fn a_pool_gives_back_every_thread_it_started() {
         TimerPool::<u64>::builder().workers(4).capacity(0),
         TimerPool::<u64>::builder()
             .workers(4)
-            .spin_before_due(Duration::from_secs(5)),
+            .precision(timerpool::Precision::Spin(Duration::from_secs(5))),
     ] {
         assert!(b.build().is_err());
     }

@@ -1,12 +1,13 @@
-//! Tests for the leader's timing options: the spin window
-//! (`spin_before_due`), the adaptive early wake, and batch submission.
+//! Tests for the leader's timing: the precision setting (`Precision`: the
+//! frugal default's early wake, precision mode's spin window), and batch
+//! submission.
 //! Timing *targets* live in `benches/latency.rs`; these tests check rules
 //! only: never early, no polling without a due time in the window.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timerpool::{Clock, Error, Outcome, TimerPool, MAX_SPIN};
+use timerpool::{Clock, Error, Outcome, Precision, TimerPool, MAX_SPIN};
 
 /// Generous bound for waits that must finish.
 const BOUND: Duration = Duration::from_secs(20);
@@ -50,24 +51,20 @@ impl Clock for LaggingClock {
 }
 
 #[test]
-fn spin_before_due_defaults_to_zero_and_adaptive_wake_to_on() {
+fn precision_defaults_to_frugal() {
     let b = format!("{:?}", TimerPool::<u64>::builder());
-    assert!(b.contains("spin_before_due: 0ns"), "{b}");
-    assert!(b.contains("adaptive_wake: true"), "{b}");
+    assert!(b.contains("precision: Frugal"), "{b}");
     let b = format!(
         "{:?}",
-        TimerPool::<u64>::builder()
-            .spin_before_due(Duration::from_micros(250))
-            .adaptive_wake(false)
+        TimerPool::<u64>::builder().precision(Precision::Spin(Duration::from_micros(250)))
     );
-    assert!(b.contains("spin_before_due: 250µs"), "{b}");
-    assert!(b.contains("adaptive_wake: false"), "{b}");
+    assert!(b.contains("precision: Spin(250µs)"), "{b}");
 }
 
 #[test]
 fn spin_window_longer_than_the_maximum_is_refused() {
     let e = TimerPool::<u64>::builder()
-        .spin_before_due(MAX_SPIN + Duration::from_nanos(1))
+        .precision(Precision::Spin(MAX_SPIN + Duration::from_nanos(1)))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -79,7 +76,7 @@ fn spin_window_longer_than_the_maximum_is_refused() {
     );
     let pool = TimerPool::<u64>::builder()
         .workers(1)
-        .spin_before_due(MAX_SPIN)
+        .precision(Precision::Spin(MAX_SPIN))
         .build()
         .unwrap();
     pool.shutdown();
@@ -109,7 +106,7 @@ fn spin_never_starts_early() {
     let pool = TimerPool::builder()
         .workers(2)
         .clock(clock.clone())
-        .spin_before_due(Duration::from_millis(2))
+        .precision(Precision::Spin(Duration::from_millis(2)))
         .build()
         .unwrap();
     assert_never_early(pool, clock, 200, Duration::from_micros(100));
@@ -123,21 +120,21 @@ fn spin_never_starts_early_on_a_clock_behind_real_time() {
     let pool = TimerPool::builder()
         .workers(2)
         .clock(clock.clone())
-        .spin_before_due(Duration::from_millis(1))
+        .precision(Precision::Spin(Duration::from_millis(1)))
         .build()
         .unwrap();
     assert_never_early(pool, clock, 50, Duration::from_micros(500));
 }
 
 #[test]
-fn adaptive_wake_never_starts_early() {
+fn the_frugal_early_wake_never_starts_early() {
     let clock = LaggingClock {
         base: Instant::now(),
     };
     let pool = TimerPool::builder()
         .workers(2)
         .clock(clock.clone())
-        .adaptive_wake(true)
+        .precision(Precision::Frugal)
         .build()
         .unwrap();
     assert_never_early(pool, clock, 100, Duration::from_micros(700));
@@ -150,7 +147,7 @@ fn clock_reads_while_waiting(far: Option<Duration>, span: Duration) -> u64 {
     let pool = TimerPool::builder()
         .workers(2)
         .clock(clock.clone())
-        .spin_before_due(MAX_SPIN)
+        .precision(Precision::Spin(MAX_SPIN))
         .build()
         .unwrap();
     if let Some(far) = far {

@@ -4,7 +4,7 @@
 use super::naive::NaivePool;
 use scheduled_thread_pool::ScheduledThreadPool;
 use std::time::{Duration, Instant};
-use timerpool::{Builder, TimerPool};
+use timerpool::{Builder, Precision, TimerPool};
 
 /// Worker threads every pool gets.
 pub const WORKERS: usize = 2;
@@ -51,21 +51,6 @@ timerpool_with!(
     |b| b
 );
 
-timerpool_with!(
-    /// `timerpool` with the adaptive early wake off: a plain timed wait, the
-    /// baseline that shows what the early wake costs and buys.
-    TimerpoolPlain,
-    |b| b.adaptive_wake(false)
-);
-
-timerpool_with!(
-    /// `timerpool` without the deputy (`.deputy(false)`): the leader is the
-    /// only thread that waits for the head, the baseline that shows what the
-    /// deputy costs and buys.
-    TimerpoolNoDeputy,
-    |b| b.deputy(false)
-);
-
 /// `timerpool` with default settings, each task scheduled without a handle
 /// (`schedule_detached`): the handle-less call, one task per call; outcomes
 /// only counted in `stats()`.
@@ -87,9 +72,9 @@ impl Pool for TimerpoolDetached {
 pub const SPIN: Duration = Duration::from_micros(250);
 
 timerpool_with!(
-    /// `timerpool` in precision mode: `.spin_before_due(250 µs)`.
+    /// `timerpool` in precision mode: `.precision(Precision::Spin(250 µs))`.
     TimerpoolSpin,
-    |b| b.spin_before_due(SPIN)
+    |b| b.precision(Precision::Spin(SPIN))
 );
 
 /// The `scheduled-thread-pool` crate.

@@ -6,6 +6,7 @@ use super::completion::Observe;
 use super::fault::Fault;
 use super::fault::Faults;
 use super::time::nanos;
+use super::wake::{Precision, MAX_SPIN};
 use crate::clock::{Clock, SystemClock};
 use crate::heap::{check_capacity, MAX_LEN};
 use crate::sync::Arc;
@@ -17,9 +18,6 @@ use std::time::Duration;
 
 /// The most worker threads a pool accepts.
 pub const MAX_WORKERS: usize = 1024;
-
-/// The longest spin window [`Builder::spin_before_due`] accepts: one second.
-pub const MAX_SPIN: Duration = Duration::from_secs(1);
 
 /// Builds a [`TimerPool`](crate::TimerPool); made by
 /// [`TimerPool::builder`](crate::TimerPool::builder).
@@ -77,13 +75,8 @@ pub(crate) struct Config {
     pub(crate) exclusive_keys: bool,
     /// Staleness tolerance in nanoseconds.
     pub(crate) expire_after: Option<i64>,
-    /// How long before a due time the leader stops sleeping and spins.
-    pub(crate) spin_before_due: Duration,
-    /// Whether the leader wakes early by its measured wake-up latency.
-    pub(crate) adaptive_wake: bool,
-    /// Whether free workers stand deputy for the leader
-    /// (`worker::receive`).
-    pub(crate) deputy: bool,
+    /// How closely the pool watches the clock (`wake.rs`).
+    pub(crate) precision: Precision,
     /// Whether panics on the workers bypass the process's panic hook.
     pub(crate) quiet_panics: bool,
     /// Whether a graceful shutdown lets running work add its follow-ups.
@@ -96,15 +89,6 @@ pub(crate) struct Config {
     pub(crate) stack_size: Option<usize>,
     /// The protocol step the loom models asked to break, if any.
     pub(crate) faults: Faults,
-}
-
-impl Config {
-    /// Precision mode: the builder asked for a spin window
-    /// ([`Builder::spin_before_due`]), and the workers' timer slack is set
-    /// to a nanosecond.
-    pub(crate) fn precise(&self) -> bool {
-        !self.spin_before_due.is_zero()
-    }
 }
 
 impl<K> fmt::Debug for Builder<K> {
@@ -130,9 +114,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 clock: Arc::new(SystemClock),
                 exclusive_keys: false,
                 expire_after: None,
-                spin_before_due: Duration::ZERO,
-                adaptive_wake: true,
-                deputy: true,
+                precision: Precision::Frugal,
                 quiet_panics: false,
                 drain_follow_ups: false,
                 on_start: None,
@@ -288,98 +270,29 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
-    /// Precision mode: the leader stops sleeping `window` before the earliest
-    /// due time and waits the rest by spinning, re-checking the heap under
-    /// the lock every 20 µs at most, so a task starts within a few
-    /// microseconds of its due time (never before it) at the cost of up to
-    /// one busy core while a due time is that close. The leader never spins
-    /// when no due time is within `window`: an idle pool, or one whose timers
-    /// are all further away, still sleeps. Has no effect with a clock that
-    /// moves only by hand. Default: zero (off). More than [`MAX_SPIN`] makes
-    /// [`build`](Self::build) fail.
+    /// How closely the pool watches the clock: [`Precision::Frugal`] (the
+    /// default) sleeps in timed waits and starts tasks about as late as
+    /// the operating system's timed waits end, at little CPU;
+    /// [`Precision::Spin`] spins a window before each due time to start
+    /// tasks within microseconds of it, at up to one busy core while a due
+    /// time is that close. Tasks never start before their due time either
+    /// way, and an idle pool uses no CPU. A spin window over [`MAX_SPIN`]
+    /// makes [`build`](Self::build) fail.
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
-    /// use timerpool::TimerPool;
+    /// use timerpool::{Precision, TimerPool};
     /// let pool = TimerPool::<u64>::builder()
-    ///     .spin_before_due(Duration::from_micros(250))
-    ///     .build()
-    ///     .unwrap();
-    /// pool.shutdown();
-    /// ```
-    pub fn spin_before_due(mut self, window: Duration) -> Self {
-        self.config.spin_before_due = window;
-        self
-    }
-
-    /// Adaptive early wake for sparse timers: the leader measures how late
-    /// the operating system wakes it from timed waits, wakes that much (a
-    /// smoothed estimate, at most 1 ms) before the earliest due time, and
-    /// spins the remaining microseconds as in
-    /// [`spin_before_due`](Self::spin_before_due). A wait longer than
-    /// 4 ms first ends 0.5 ms before its end and waits the rest, since a
-    /// timed wait ends later the longer the CPU idled before it (one more
-    /// wake-up for such a wait). Tasks start closer to
-    /// their due time; they never start before it. It stands down for dense
-    /// due times (the next due less than four wake latencies after the last
-    /// that came up, whichever thread started its work), where
-    /// early wakes would cost several times the CPU of plain waits, and
-    /// while other busy threads take the CPU from its spin (it backs off for
-    /// 100 ms to 10 s); its spinning is paid from a budget of a tenth of one
-    /// core. So a stream
-    /// of due times costs what plain timed waits cost, and an isolated
-    /// timer (a timeout, a preempting task) starts within microseconds.
-    /// Turn it off to spend nothing on it; for precision on dense streams
-    /// too, use [`spin_before_due`](Self::spin_before_due). Default: on.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use timerpool::TimerPool;
-    /// // Trade a little lateness for no spinning at all.
-    /// let pool = TimerPool::<u64>::builder().adaptive_wake(false).build()?;
+    ///     .precision(Precision::Spin(Duration::from_micros(250)))
+    ///     .build()?;
     /// # drop(pool);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn adaptive_wake(mut self, on: bool) -> Self {
-        self.config.adaptive_wake = on;
-        self
-    }
-
-    /// Deputies for the leader: up to three free workers (all but the
-    /// leader) wait until the earliest due time each saw pending, as the
-    /// leader does, and whichever thread runs first starts the due work.
-    /// The leader is the one thread the pool wakes for a new earlier task;
-    /// on a busy or preempted CPU (a loaded host, a virtual machine whose
-    /// CPU is not running) its thread can be held up for milliseconds
-    /// while another worker is free, and a deputy keeps a due task from
-    /// waiting for it. The leader passing the lead on then also finds a
-    /// thread awake instead of waking one. A leader that goes to sleep
-    /// until a due time with no deputy standing asks a free worker to
-    /// stand (once per head), so the first task after an idle spell finds
-    /// one too. For a sparse due time, which the adaptive early wake has
-    /// the leader awake for, a deputy waits 50 µs past it, as the
-    /// leader's backup: waking at the very instant the leader started the
-    /// task, the two met, and beside other busy processes one then waited
-    /// milliseconds for a CPU. Each costs about one wake-up per due
-    /// time it watches over, and none while the pool is idle
-    /// ([`Stats::deputy_wakeups`](crate::Stats::deputy_wakeups),
-    /// [`Stats::rescued`](crate::Stats::rescued)). Needs two workers or
-    /// more to help; never used with a clock moved by hand. Default: on.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use timerpool::TimerPool;
-    /// // One thread in a timed wait, whatever the machine does.
-    /// let pool = TimerPool::<u64>::builder().deputy(false).build()?;
-    /// # drop(pool);
-    /// # Ok::<(), timerpool::Error>(())
-    /// ```
-    pub fn deputy(mut self, on: bool) -> Self {
-        self.config.deputy = on;
+    #[doc(alias = "spin_before_due")]
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.config.precision = precision;
         self
     }
 
@@ -582,11 +495,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         if c.thread_name.contains('\0') {
             return Err(Error::InvalidThreadName);
         }
-        if c.spin_before_due > MAX_SPIN {
-            return Err(Error::SpinTooLong {
-                requested: c.spin_before_due,
-                max: MAX_SPIN,
-            });
+        if let Precision::Spin(window) = c.precision {
+            if window > MAX_SPIN {
+                return Err(Error::SpinTooLong {
+                    requested: window,
+                    max: MAX_SPIN,
+                });
+            }
         }
         let expire_after = match self.expire_after {
             Some(Duration::ZERO) => return Err(Error::ZeroExpiry),

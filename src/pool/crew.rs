@@ -5,6 +5,7 @@ use super::builder::Config;
 use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared};
 use super::time;
+use super::wake::WakePlan;
 use super::worker;
 use crate::clock::{PoolWaker, Wake};
 use crate::contain::{catch, forget_payload, panic_message, quiet_panics_on_this_thread};
@@ -22,7 +23,7 @@ fn spawn<K: Key>(
     let shared = shared.clone();
     // Precision mode asks for wake-ups at the deadline; by default the
     // kernel's timer slack lets it coalesce the leader's wake-ups.
-    let precise = config.precise();
+    let precise = config.precision.tight_timers();
     let (quiet, on_start, on_stop) = (
         config.quiet_panics,
         config.on_start.clone(),
@@ -127,8 +128,11 @@ impl Crew {
         let _ = shared.worker_ids.set(ids.clone());
         // The workers' timer slack is the first guess at how late their
         // timed waits end; precision mode sets theirs to a nanosecond.
-        let prior = (!config.precise()).then(time::timer_slack).flatten();
-        shared.handoff.send(Msg::Lead(Lead::assuming(prior)));
+        let prior = (!config.precision.tight_timers())
+            .then(time::timer_slack)
+            .flatten();
+        let plan = WakePlan::new(config.precision, prior);
+        shared.handoff.send(Msg::Lead(Lead { plan }));
         Ok(Crew {
             ids,
             threads: Mutex::new(threads),

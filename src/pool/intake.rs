@@ -8,7 +8,7 @@
 
 use super::broken;
 use super::fault::Fault;
-use super::handoff::Few;
+use super::few::Few;
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State, NEAR};
 use super::task::{Task, TaskKey};

@@ -34,9 +34,11 @@ mod cancel;
 mod completion;
 mod completions;
 mod crew;
+mod deputy;
 mod drain;
 mod exclusive;
 mod fault;
+mod few;
 mod handle;
 mod handoff;
 mod hold;
@@ -56,9 +58,10 @@ mod task;
 mod time;
 #[cfg(feature = "tracing")]
 mod trace;
+mod wake;
 mod worker;
 
-pub use builder::{Builder, MAX_SPIN, MAX_WORKERS};
+pub use builder::{Builder, MAX_WORKERS};
 pub use completion::{Completion, CompletionKind, CompletionReceiver};
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
@@ -68,6 +71,7 @@ pub use refused::Refused;
 pub use retry::{Retried, Retry, RetryHandle};
 pub use stats::{Lateness, Stats};
 pub use time::Due;
+pub use wake::{Precision, MAX_SPIN};
 
 use crate::sync::Arc;
 use crate::Error;

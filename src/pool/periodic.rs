@@ -4,8 +4,8 @@
 //! A periodic task is one heap entry under its key, like any task. When a
 //! worker starts it, it leaves a *stand-in* under the same key (due never),
 //! so that `cancel` and `schedule` on the key still find the task while it
-//! runs (protocol step 10: `worker::claim_one` puts it there,
-//! `worker::settle` swaps the task back). After the run, the worker swaps the task back in for
+//! runs (protocol step 10: `worker::start_entry` puts it there,
+//! `worker::after_run` swaps the task back). After the run, the worker swaps the task back in for
 //! its stand-in at the next due time, under the pool lock, only if the
 //! stand-in is still there; whoever removed the stand-in (cancel, replace,
 //! shutdown) delivered the task's final outcome. So a run never overlaps the

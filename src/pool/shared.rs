@@ -16,9 +16,8 @@
 //!   under the lock, when the earliest due time changes, when the mode
 //!   changes, when a manual clock moves, and when a draining pool runs out
 //!   of pending work.
-//! - The protocol between leader and workers is in `docs/protocol.md`; the
-//!   steps live in `intake.rs` (6), `cancel.rs` (7, 8), `leader.rs` (1-3,
-//!   5) and `worker.rs` (4, 10, 11).
+//! - The protocol between leader and workers is in `docs/protocol.md`,
+//!   whose last section maps each step to its functions.
 
 use super::builder::Config;
 use super::completion::{Observe, Sink};
@@ -70,6 +69,10 @@ pub(crate) struct State<K> {
     pub(crate) wakeups: u64,
     /// Tasks (and periodic runs) workers have started.
     pub(crate) started: u64,
+    /// The latest due time among the tasks workers started (step 4), for
+    /// the wake policy's density test: whoever started it, a task started
+    /// due then means some thread was awake about then.
+    pub(crate) latest_start: Option<i64>,
     /// Tasks admitted (`Stats::scheduled`): counted under the lock that
     /// admits them, so that a burst's scheduling call pays no atomic
     /// read-modify-write of its own (a full barrier that waited for the
@@ -165,6 +168,7 @@ impl<K: Key> Shared<K> {
                 wakeups: 0,
                 scheduled: 0,
                 started: 0,
+                latest_start: None,
                 settle_waiters: 0,
                 seen_now: 0, // the epoch: the clock read when the pool started
             }),

@@ -70,19 +70,15 @@ pub struct Stats {
     /// spurious wakeup). An idle pool does not wake; a pool with one far
     /// timer wakes about once, at its time.
     pub leader_wakeups: u64,
-    /// Tasks a deputy started when its deadline passed (the earliest due
-    /// time it saw pending) before the leader or another worker had
-    /// started them: the watched task, and whatever else was due by then.
-    /// 0 with `deputy(false)` or a clock moved by hand.
+    /// Diagnostics of internal mechanisms, not a stable part of the API:
+    /// tasks a deputy started when its deadline passed.
+    #[doc(hidden)]
     pub rescued: u64,
-    /// Times a deputy's deadline passed, whether or not it found work
-    /// due: the cost of the deputy in wake-ups. An idle pool's deputy does
-    /// not wake.
+    /// Diagnostics: times a deputy's deadline passed.
+    #[doc(hidden)]
     pub deputy_wakeups: u64,
-    /// Due tasks workers took out of the ready lane into their holds, a
-    /// few at a time behind a task they started, to start them without
-    /// the pool's main lock (`docs/protocol.md`, step 4b). Held tasks stay
-    /// pending until they start. 0 unless due tasks pile up.
+    /// Diagnostics: due tasks workers took into their holds (step 4b).
+    #[doc(hidden)]
     pub held: u64,
     /// Completion records lost: the completion channel
     /// ([`Builder::completions`](crate::Builder::completions)) was full, or

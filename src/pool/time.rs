@@ -207,12 +207,11 @@ impl Timeline {
 }
 
 /// Ask the operating system to end this thread's timed waits at their
-/// deadline rather than up to its default timer slack later (50 µs on
-/// Linux). Precision mode only (`spin_before_due`): the thread still sleeps
-/// until its deadline, but the kernel can no longer fold nearby wake-ups
-/// into one, so a dense stream of due times costs a wake-up each (three
-/// times the CPU in the lateness benchmark). The worker's start hook may
-/// set it back. Elsewhere, and if the call fails, nothing changes.
+/// deadline rather than up to its default timer slack later. Precision
+/// mode only (`Precision::Spin`): the thread still sleeps until its
+/// deadline, but the kernel can no longer fold nearby wake-ups into one,
+/// so a dense stream of due times costs a wake-up each. The worker's start
+/// hook may set it back. Elsewhere, and if the call fails, nothing changes.
 pub(crate) fn tighten_timer_slack() {
     #[cfg(all(target_os = "linux", not(loom)))]
     let _ = nix::sys::prctl::set_timerslack(1);

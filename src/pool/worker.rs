@@ -36,8 +36,9 @@
 //!   too: a panic there is counted and the worker keeps serving; keys are
 //!   dropped only after the lock is released.
 
+use super::deputy::{self, Received};
 use super::fault::Fault;
-use super::handoff::{Lead, Msg, BACKUP_AFTER};
+use super::handoff::{Lead, Msg};
 use super::leader::{self, Led};
 use super::outcome::{Outcome, Ran, RunCtx};
 use super::pending::HeapSpare;
@@ -48,10 +49,9 @@ use super::time::{Now, NEVER};
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
 use crate::sync::{thread, Arc};
-use std::time::{Duration, Instant};
 
 /// A started task, with what the worker needs to run it.
-pub(crate) struct Claimed<K> {
+pub(crate) struct Started<K> {
     /// The task.
     task: Runnable,
     /// Its number if it is keyless; `None` if it has a caller's key (which
@@ -74,7 +74,7 @@ pub(crate) struct Claimed<K> {
     spare: Option<usize>,
 }
 
-/// What a run leaves to settle under the lock.
+/// What a run leaves to do under the lock (steps 10, 11).
 enum Finished {
     /// Nothing: a one-shot task delivered its outcome.
     Done,
@@ -104,7 +104,7 @@ pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
     // nothing due, to watch over as the deputy.
     let mut watch = None;
     loop {
-        let msg = match receive(shared, watch) {
+        let msg = match deputy::receive(shared, watch) {
             Received::Msg(msg) => msg,
             Received::Rescue => {
                 shared.counters.deputy_woke(index);
@@ -165,82 +165,6 @@ fn prepare_spare<K: Key>(shared: &Shared<K>, capacity: usize) {
     drop(unused);
 }
 
-/// What a free worker's wait brought.
-enum Received {
-    /// A message.
-    Msg(Msg),
-    /// The deputy's deadline passed: start what is due.
-    Rescue,
-}
-
-/// The most free workers that stand deputy at once: all but the leader, up
-/// to three. Each is one more thread whose wake-up can come in time when
-/// another's CPU is not running (on this project's 2-vCPU guest, with four
-/// workers and the deadline then 200 µs past the due time, one deputy left
-/// 51-63 short tasks over 1 ms late in 20,000, three deputies 6; with the
-/// deadline at the due time (and crossbeam's channel for the hand-off),
-/// one deputy gave a p99 of 329-633 µs where three gave 87-147), and each
-/// costs a wake-up per due time it watches.
-pub(crate) const MAX_DEPUTIES: usize = 3;
-
-/// Step 4a, a free worker's wait: for the next message; and, for a worker
-/// that becomes one of the deputies, only until `watch`, the earliest due
-/// time it saw pending. The deputy wakes when the leader does; whichever
-/// thread runs first starts the due work, so a task never depends on one
-/// thread being scheduled (a busy or preempted CPU, a guest whose virtual
-/// CPU is not running), and the leader passing the lead on finds a thread
-/// already awake. Not a poll: the deadline is a due time it saw pending,
-/// and the deputy re-arms only from its next look at the heap. Untimed
-/// with a clock moved by hand (it has no real deadline) and under loom.
-/// The mailbox admits deputies (`Mailbox::recv_watching`), up to
-/// [`deputy_limit`].
-fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
-    let deadline = deputy_deadline(shared, watch);
-    match shared.handoff.recv_watching(deadline, deputy_limit(shared)) {
-        Some(msg) => Received::Msg(msg),
-        None => Received::Rescue,
-    }
-}
-
-/// The deadline this worker would watch as a deputy: the real instant of
-/// `watch`, if the pool has deputies (`Builder::deputy`) and the clock
-/// moves with real time; [`BACKUP_AFTER`] past it for a due time the
-/// leader will be awake for.
-fn deputy_deadline<K>(shared: &Shared<K>, watch: Option<i64>) -> Option<Instant> {
-    let deadline = watch
-        .filter(|&due| due < NEVER && shared.config.deputy)
-        .and_then(|due| shared.time.sleep_deadline(due))?;
-    Some(if leader_awake_for(shared, deadline) {
-        deadline + BACKUP_AFTER
-    } else {
-        deadline
-    })
-}
-
-/// Whether the leader will most likely be awake at `deadline`, spinning
-/// for it: the adaptive early wake is on and the due time is far enough
-/// ahead to be a sparse one ([`SPARSE_AHEAD`]; the leader's own test, by
-/// the gap between due times, is finer, and a deputy that guesses wrong
-/// only wakes later or sooner than it needs to).
-fn leader_awake_for<K>(shared: &Shared<K>, deadline: Instant) -> bool {
-    shared.config.adaptive_wake
-        && deadline.saturating_duration_since(shared.time.real_now()) > SPARSE_AHEAD
-}
-
-/// A due time further ahead than this when a deputy arms counts as a
-/// sparse one, which the leader's early wake covers ([`leader_awake_for`]).
-const SPARSE_AHEAD: Duration = Duration::from_micros(500);
-
-/// How many free workers may stand deputy at once: all but the leader, at
-/// most [`MAX_DEPUTIES`].
-fn deputy_limit<K>(shared: &Shared<K>) -> usize {
-    shared
-        .config
-        .workers
-        .saturating_sub(1)
-        .clamp(1, MAX_DEPUTIES)
-}
-
 /// Run `step`, containing a panic of user code outside a task's run (which
 /// catches its own): it is counted and the worker keeps serving.
 fn contain<K, R>(shared: &Shared<K>, step: impl FnOnce() -> R) -> Option<R> {
@@ -295,7 +219,7 @@ fn run_due<K: Key>(
 
 /// Step 4: start the next task from this worker's hold (step 4b), or
 /// else the earliest due one (step 4).
-fn start_next<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Option<i64>> {
+fn start_next<K: Key>(shared: &Shared<K>, index: usize) -> Result<Started<K>, Option<i64>> {
     match start_held(shared, index) {
         Some(c) => Ok(c),
         None => start_one(shared, index),
@@ -307,7 +231,7 @@ fn start_next<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Op
 /// the same critical section; from here `cancel` returns false for it.
 /// The clock is read to date the start: the task was due by a reading
 /// taken when it went into the hold. `None`: the hold is empty.
-fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
+fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Started<K>> {
     let mut hold = shared.holds[index].lock();
     let (_, entry) = hold.waiting.pop_front()?;
     let task = match entry.value {
@@ -330,7 +254,7 @@ fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Claimed<K>> {
     let ended = hold.running.replace(entry.key);
     drop(hold);
     drop_key(shared, ended);
-    Some(Claimed {
+    Some(Started {
         task,
         anon,
         shown,
@@ -384,7 +308,7 @@ fn shrink_heap<K: Key>(shared: &Shared<K>) {
 /// The started task's key goes into worker `index`'s running slot; the key
 /// of its previous run, if still there, comes out and is dropped after the
 /// lock. `Err`: nothing is due; the earliest pending due time, if any.
-fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Option<i64>> {
+fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Started<K>, Option<i64>> {
     // One reading, under the lock, decides what is due and dates the start
     // (the run begins as the lock is released).
     let mut st = shared.state.lock();
@@ -405,12 +329,13 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
             drop_key(shared, ended);
             return Err(next);
         };
-        match or_lose(entry, |entry| claim_one(&mut st, entry, now)) {
+        match or_lose(entry, |entry| start_entry(&mut st, entry, now)) {
             Some(Some((mut claimed, key))) => {
                 if shared.shows_keys() {
                     claimed.shown = Some(show(shared, &key));
                 }
                 st.started += 1;
+                st.latest_start = st.latest_start.max(Some(claimed.due));
                 claimed.shrink = st.heap.heap_sparse();
                 claimed.spare = st.heap.spare_wanted();
                 let ended = shared.holds[index].lock().running.replace(key);
@@ -433,7 +358,7 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Claimed<K>, Opt
 
 /// True if a worker that started `claimed` may take more due tasks into
 /// its hold: a plain one-shot task, in a pool without exclusive keys.
-fn holds_tasks<K: Key>(shared: &Shared<K>, claimed: &Claimed<K>) -> bool {
+fn holds_tasks<K: Key>(shared: &Shared<K>, claimed: &Started<K>) -> bool {
     let plain = matches!(claimed.task, Runnable::Once(_) | Runnable::Watched(_));
     plain && !shared.config.exclusive_keys
 }
@@ -462,11 +387,11 @@ fn show<K: Key>(shared: &Shared<K>, key: &TaskKey<K>) -> Result<TaskKey<K>, ()> 
 /// Take one due entry, unless exclusive keys hold it for its busy key. A
 /// periodic task leaves its stand-in under its key (step 10); a stand-in is
 /// due never, so it is never taken.
-fn claim_one<K: Key>(
+fn start_entry<K: Key>(
     st: &mut State<K>,
     entry: PoolEntry<K>,
     at: Now,
-) -> Option<(Claimed<K>, TaskKey<K>)> {
+) -> Option<(Started<K>, TaskKey<K>)> {
     let entry = st.exclusive.claim(entry)?;
     let task = match entry.value {
         Task::Once(job) => Runnable::Once(job),
@@ -484,7 +409,7 @@ fn claim_one<K: Key>(
             return None;
         }
     };
-    let claimed = Claimed {
+    let claimed = Started {
         task,
         anon: match entry.key {
             TaskKey::Keyed(_) => None,
@@ -499,15 +424,15 @@ fn claim_one<K: Key>(
     Some((claimed, entry.key))
 }
 
-/// Run one claimed task, then settle what the run left.
-fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Claimed<K>) {
+/// Run one started task, then what the run left (steps 10, 11).
+fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Started<K>) {
     let finished = run_claimed(shared, index, c.task, (c.shown, c.anon), c.due, c.at);
     let exclusive = shared.config.exclusive_keys && c.anon.is_none();
     if matches!(finished, Finished::Done) && !exclusive {
         // Its key stays in the running slot until the next start.
         return;
     }
-    settle(shared, index, finished, exclusive);
+    after_run(shared, index, finished, exclusive);
 }
 
 /// Drop a key (user code) outside every lock, containing its panic.
@@ -612,7 +537,7 @@ fn run_task(
 /// Steps 10 and 11, under the lock: put a periodic task back (or stop it),
 /// release an exclusive key, and notify the leader if either moved the head
 /// or emptied a draining pool.
-fn settle<K: Key>(shared: &Shared<K>, index: usize, finished: Finished, exclusive: bool) {
+fn after_run<K: Key>(shared: &Shared<K>, index: usize, finished: Finished, exclusive: bool) {
     let mut let_go = Vec::new();
     let (key, leftover) = {
         let mut guard = shared.state.lock();
@@ -726,7 +651,7 @@ mod tests {
 
     #[test]
     fn a_deputy_whose_watch_runs_out_starts_the_due_task_itself() {
-        let shared = engine();
+        let shared = engine_of(3);
         let due = shared.time.now().ns;
         let joint = Arc::new(Joint::new(|| 7, shared.time.instant_of(due), shared.faults));
         let task = Task::Watched(Watched::new(joint.clone()));
@@ -739,7 +664,10 @@ mod tests {
             .admit(std::iter::once(arrival), |_, _| ())
             .expect("admitted");
         // No leader runs and no message comes: the watch runs out.
-        assert!(matches!(receive(&shared, Some(due)), Received::Rescue));
+        assert!(matches!(
+            deputy::receive(&shared, Some(due)),
+            Received::Rescue
+        ));
         assert_eq!(shared.handoff.deputies(), 0, "the deputy stood down");
         assert_eq!(
             run_due(&shared, 0, None, true),
@@ -923,57 +851,5 @@ mod tests {
         // The two above, and the index's own (`heap/index.rs`).
         assert!(shrinks >= 2, "each shrink after its start's run: {shrinks}");
         assert_eq!(freed, shrinks, "each shrink's old tables to a free worker");
-    }
-
-    #[test]
-    fn free_workers_stand_deputy_up_to_the_limit_and_only_over_a_real_due_time() {
-        let shared = engine_of(2);
-        let due = shared.time.now().ns + 1_000_000_000;
-        assert!(deputy_deadline(&shared, None).is_none(), "no watch");
-        assert!(
-            deputy_deadline(&shared, Some(NEVER)).is_none(),
-            "a stand-in's"
-        );
-        let at = deputy_deadline(&shared, Some(due)).expect("a real due time");
-        assert_eq!(
-            at,
-            shared.time.instant_of(due) + BACKUP_AFTER,
-            "a sparse due time: the leader's backup"
-        );
-        let now = shared.time.now().ns;
-        let near = deputy_deadline(&shared, Some(now)).expect("a real due time");
-        assert_eq!(
-            near,
-            shared.time.instant_of(now),
-            "a dense one: with the leader"
-        );
-        let config = crate::TimerPool::<u64>::builder()
-            .adaptive_wake(false)
-            .validate();
-        let plain: Shared<u64> = Shared::new(config.expect("valid"), None, Observe::default());
-        let at = deputy_deadline(&plain, Some(due)).expect("a real due time");
-        assert_eq!(
-            at,
-            plain.time.instant_of(due),
-            "no early wake: with the leader"
-        );
-        assert_eq!(deputy_limit(&shared), 1, "all but the leader");
-        assert_eq!(deputy_limit(&engine_of(8)), MAX_DEPUTIES, "at most three");
-        assert_eq!(deputy_limit(&engine_of(1)), 1, "a lone worker's own");
-        let config = crate::TimerPool::<u64>::builder().deputy(false).validate();
-        let off: Shared<u64> = Shared::new(config.expect("valid"), None, Observe::default());
-        assert!(deputy_deadline(&off, Some(due)).is_none(), "switched off");
-    }
-
-    #[test]
-    fn a_message_ends_the_deputys_wait() {
-        let shared = engine();
-        let far = shared.time.now().ns + 3_600_000_000_000;
-        shared.handoff.send(Msg::Exit);
-        assert!(matches!(
-            receive(&shared, Some(far)),
-            Received::Msg(Msg::Exit)
-        ));
-        assert_eq!(shared.handoff.deputies(), 0, "it never stood");
     }
 }

@@ -21,10 +21,7 @@
 #[path = "../../../common/mod.rs"]
 mod common;
 
-use common::pools::{
-    Naive, Pool, Stp, Timerpool, TimerpoolDetached, TimerpoolNoDeputy, TimerpoolPlain,
-    TimerpoolSpin, Tokio,
-};
+use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolDetached, TimerpoolSpin, Tokio};
 use common::workloads::{
     burst, burst_batch, burst_batch_detached, churn, idle, lateness, mixed, preemption, sparse,
     ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnPoolDetached, ChurnResult,
@@ -293,8 +290,6 @@ fn main() {
             "scheduled-thread-pool",
             "tokio",
             "naive",
-            "timerpool-no-early-wake",
-            "timerpool-no-deputy",
         ];
         for what in ["lateness", "preemption", "sparse"] {
             if !want(what) {
@@ -317,9 +312,7 @@ fn main() {
                         1 => go!(TimerpoolSpin),
                         2 => go!(Stp),
                         3 => go!(Tokio),
-                        4 => go!(Naive),
-                        5 => go!(TimerpoolPlain),
-                        _ => go!(TimerpoolNoDeputy),
+                        _ => go!(Naive),
                     }
                 };
                 for (i, r) in res.iter_mut().enumerate() {
@@ -461,7 +454,7 @@ fn mixed_report(runs: usize) {
     const EVERY: usize = 250;
     const LONG: Duration = Duration::from_millis(20);
     for workers in [2, 4] {
-        let names = ["timerpool", "scheduled-thread-pool", "timerpool-no-deputy"];
+        let names = ["timerpool", "scheduled-thread-pool"];
         let mut res: Vec<Vec<Mixed>> = vec![Vec::new(); names.len()];
         for run in 0..runs {
             let go = |i: usize| -> Mixed {
@@ -469,10 +462,7 @@ fn mixed_report(runs: usize) {
                     0 => with_workers(workers, |p: &Timerpool| {
                         mixed(p, N, SPREAD, EVERY, LONG, workers)
                     }),
-                    1 => with_workers(workers, |p: &Stp| mixed(p, N, SPREAD, EVERY, LONG, workers)),
-                    _ => with_workers(workers, |p: &TimerpoolNoDeputy| {
-                        mixed(p, N, SPREAD, EVERY, LONG, workers)
-                    }),
+                    _ => with_workers(workers, |p: &Stp| mixed(p, N, SPREAD, EVERY, LONG, workers)),
                 }
             };
             // Each pool takes each place in the order in turn: the host's

@@ -1,0 +1,190 @@
+//! Deputies: free workers that wait until a due time they saw pending,
+//! beside the leader, protocol steps 3a and 4a (`docs/protocol.md`).
+//!
+//! # Ground rules
+//!
+//! - A deputy is a follower whose receive has a deadline: the real instant
+//!   of the earliest due time it saw pending when it last looked at the
+//!   heap (step 4). The mailbox admits it under its own lock, against the
+//!   number of deputies the wake policy allows (`wake::deputies`); past
+//!   that number a free worker waits untimed.
+//! - A deputy never waits on the leader's condition variable: the leader
+//!   stays the one thread a new earlier task, a cancel and a shutdown wake.
+//!   When its deadline passes it starts what is due as any worker does
+//!   (step 4), so a due task does not wait for the leader's thread while
+//!   another is free.
+//! - Its deadline is a due time it saw pending, never a period: an idle
+//!   pool's deputies wait untimed, and so do all free workers under a
+//!   clock moved by hand (no real deadline) and under loom.
+//! - The leader asks for a deputy (`Msg::Watch`, step 3a) at most once per
+//!   head, with the state lock released, when none stands over the head it
+//!   is about to wait for.
+
+use super::handoff::Msg;
+use super::leader::latest_start;
+use super::shared::{Key, Shared, State};
+use super::time::NEVER;
+use super::wake::{self, WakePlan};
+
+/// What a free worker's wait brought.
+pub(crate) enum Received {
+    /// A message.
+    Msg(Msg),
+    /// The deputy's deadline passed: start what is due.
+    Rescue,
+}
+
+/// Step 4a, a free worker's wait: for the next message; and, for a worker
+/// the mailbox admits as a deputy, only until the real instant of `watch`,
+/// the earliest due time it saw pending.
+pub(crate) fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
+    let limit = wake::deputies(shared.config.workers);
+    let deadline = watch
+        .filter(|&due| due < NEVER && limit > 0)
+        .and_then(|due| shared.time.sleep_deadline(due));
+    match shared.handoff.recv_watching(deadline, limit) {
+        Some(msg) => Received::Msg(msg),
+        None => Received::Rescue,
+    }
+}
+
+/// Step 3a: before a timed wait, whether the leader asks a free worker to
+/// stand deputy over the head (`Msg::Watch`): the pool has deputies, the
+/// head has a real deadline that no deputy stands over (one watching a
+/// later due time, such as the head a new earlier task preempted, does not
+/// count), this leadership has not asked over this head yet (`asked`,
+/// updated), and the due time is sparse by the wake policy (on dense due
+/// times a worker back from a run stands deputy within a due time or two).
+/// Otherwise a deputy's watch comes only from a look at the heap after a
+/// run, so after an idle spell none would stand.
+pub(crate) fn asks_for_one<K: Key>(
+    shared: &Shared<K>,
+    st: &State<K>,
+    plan: &WakePlan,
+    asked: &mut Option<i64>,
+) -> bool {
+    let head = st.heap.peek_due();
+    if wake::deputies(shared.config.workers) == 0 || *asked == head {
+        return false;
+    }
+    let Some(deadline) = head.and_then(|due| shared.time.sleep_deadline(due)) else {
+        return false;
+    };
+    if plan.dense(deadline, latest_start(shared, st)) || shared.handoff.watched_by(deadline) {
+        return false;
+    }
+    *asked = head;
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::completion::Observe;
+    use crate::pool::intake::Arrival;
+    use crate::pool::task::{once_job, Task, TaskKey};
+    use crate::pool::wake::Precision;
+    use std::time::Duration;
+
+    /// A pool's engine without threads, for `workers` workers, with one
+    /// task pending an hour from now.
+    fn engine_with_far_task(workers: usize) -> Shared<u64> {
+        let config = crate::TimerPool::<u64>::builder()
+            .workers(workers)
+            .validate();
+        let shared = Shared::new(config.expect("valid"), None, Observe::default());
+        let arrival = Arrival {
+            key: TaskKey::Keyed(1),
+            due: shared.time.now().ns + 3_600_000_000_000,
+            task: Task::Once(once_job(|| ())),
+        };
+        shared
+            .admit(std::iter::once(arrival), |_, _| ())
+            .expect("admitted");
+        shared
+    }
+
+    #[test]
+    fn a_leader_asks_for_a_deputy_once_per_head_and_only_when_none_stands_over_it() {
+        let shared = engine_with_far_task(3);
+        let plan = WakePlan::new(Precision::Frugal, None);
+        let st = shared.state.lock();
+        let mut asked = None;
+        assert!(asks_for_one(&shared, &st, &plan, &mut asked));
+        assert_eq!(asked, st.heap.peek_due());
+        assert!(
+            !asks_for_one(&shared, &st, &plan, &mut asked),
+            "once per head"
+        );
+        // A deputy watching a later due time does not cover this head; one
+        // watching it (or an earlier one) does.
+        let head = st.heap.peek_due().expect("a head");
+        let at = shared.time.sleep_deadline(head).expect("a real deadline");
+        shared.handoff.pretend_watching(at + Duration::from_secs(1));
+        assert!(
+            asks_for_one(&shared, &st, &plan, &mut None),
+            "a later watch"
+        );
+        shared.handoff.pretend_watching(at);
+        assert!(
+            !asks_for_one(&shared, &st, &plan, &mut None),
+            "one stands over it"
+        );
+        drop(st);
+        // Below three workers there are no deputies to ask.
+        for workers in [1, 2] {
+            let shared = engine_with_far_task(workers);
+            let st = shared.state.lock();
+            assert!(!asks_for_one(&shared, &st, &plan, &mut None), "{workers}");
+        }
+    }
+
+    #[test]
+    fn a_leader_does_not_ask_for_a_deputy_over_a_dense_due_time() {
+        let shared = engine_with_far_task(3);
+        let plan = WakePlan::new(Precision::Frugal, Some(Duration::from_micros(100)));
+        let mut st = shared.state.lock();
+        // A task due just before the head was started a moment ago.
+        let head = st.heap.peek_due().expect("a head");
+        st.latest_start = Some(head - 1_000);
+        assert!(!asks_for_one(&shared, &st, &plan, &mut None), "dense");
+        st.latest_start = None;
+        assert!(asks_for_one(&shared, &st, &plan, &mut None), "sparse");
+    }
+
+    /// `receive` on another thread with `watch`: true if it waited untimed
+    /// (counted as such by the mailbox) and then took the message sent.
+    fn waits_untimed(shared: Shared<u64>, watch: Option<i64>) -> bool {
+        let shared = std::sync::Arc::new(shared);
+        let receiver = shared.clone();
+        let waiter = std::thread::spawn(move || {
+            matches!(receive(&receiver, watch), Received::Msg(Msg::Exit))
+        });
+        let bound = std::time::Instant::now() + Duration::from_secs(30);
+        while shared.handoff.untimed() != 1 {
+            assert!(std::time::Instant::now() < bound, "never waited untimed");
+            std::thread::yield_now();
+        }
+        shared.handoff.send(Msg::Exit);
+        waiter.join().expect("the receiver returns")
+    }
+
+    #[test]
+    fn free_workers_stand_deputy_only_over_a_real_due_time_and_with_deputies() {
+        let shared = engine_with_far_task(3);
+        let soon = shared.time.now().ns + 2_000_000;
+        assert!(matches!(receive(&shared, Some(soon)), Received::Rescue));
+        assert_eq!(shared.handoff.deputies(), 0, "it stood down");
+        // A message ends the wait at once.
+        shared.handoff.send(Msg::Exit);
+        let far = shared.time.now().ns + 3_600_000_000_000;
+        assert!(matches!(
+            receive(&shared, Some(far)),
+            Received::Msg(Msg::Exit)
+        ));
+        // A stand-in's due time is no deadline, nor is a passed watch on
+        // two workers, which have no deputies.
+        assert!(waits_untimed(engine_with_far_task(3), Some(NEVER)));
+        assert!(waits_untimed(engine_with_far_task(2), Some(0)));
+    }
+}

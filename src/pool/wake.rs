@@ -1,0 +1,586 @@
+//! The wake policy: when the threads that wait for due times wake, and how
+//! long a free worker stands deputy. Every timing choice of the pool is
+//! here; the protocol (`leader.rs`, `deputy.rs`) asks and obeys.
+//!
+//! # Ground rules
+//!
+//! - Pure: it reads no shared state, takes no lock and starts no task. The
+//!   protocol passes it facts read under the state lock (the head's real
+//!   due instant, the due time of the latest task a worker started) and
+//!   gets back instants. Only step 4 starts a task, after finding
+//!   `due <= now` under the lock, so no answer given here can start a task
+//!   early or lose one: a wrong answer costs a late start or a wasted
+//!   wake-up, never safety. The loom models never reach it (their clock
+//!   moves only by hand, so no wait is timed); `tests/timing.rs` and the
+//!   tests below do.
+//! - The [`WakePlan`] travels inside the lead token, so only the leader
+//!   reads or changes it, and it needs no lock of its own.
+//!
+//! # The policy
+//!
+//! The leader waits for the head in a timed wait ([`Wait::Until`]). Under
+//! [`Precision::Frugal`] an isolated due time gets an *early wake*: the
+//! leader ends its wait by the measured lateness of timed waits before the
+//! due time and spins the rest ([`Wait::Spin`]), paid from a budget of a
+//! small share of one core, and only for sparse due times (a due time
+//! close after the last one started would pay a spin per task, and dense
+//! streams start on time anyway, since some thread is awake). A long wait
+//! first wakes a little before its end (the *warm-up*), because a timed
+//! wait ends later the deeper its CPU slept. [`Precision::Spin`] adds a
+//! fixed window spun before every due time and asks the kernel to end
+//! timed waits at their deadline. On three or more workers, free workers
+//! stand deputy (up to [`MAX_DEPUTIES`]): each waits until the due time it
+//! saw pending, so that a leader whose CPU is held up does not delay due
+//! work while another thread is free. On fewer workers the one free thread
+//! would only double the leader's wake-ups.
+//!
+//! # Constants
+//!
+//! | constant | value | what it buys | evidence (`docs/bench/lab-notes.md`) |
+//! | --- | --- | --- | --- |
+//! | [`SPIN_ROUND`] | 20 µs | the longest the leader spins without looking at the heap, its notifications and shutdown | "Spin rounds instead of yields" |
+//! | [`MAX_EARLY`] | 1 ms | bounds the early wake; a machine whose waits end later than this is not helped by spinning | "The adaptive early wake" |
+//! | [`ROUNDS_PER_DECAY`] | 64 | lets the estimate shrink while every due time falls inside the window (no timed wait teaches it) | "The adaptive early wake" |
+//! | [`DENSE_GAPS`] | 4 | due times closer than four wake latencies need no early wake | sparse and lateness workloads |
+//! | [`SPIN_SHARE`] | 10 | the early wake spends at most a tenth of one core | lateness and sparse workloads |
+//! | [`MAX_SAVED`] | 2 ms | the most spinning saved up while idle, one burst of sparse timers | sparse workload |
+//! | [`WARM_AFTER`], [`WARM_AHEAD`] | 4 ms, 500 µs | a long wait ends in a short one, which ends closer to its deadline | "Warm-up before long waits" |
+//! | [`MAX_DEPUTIES`] | 3 | free workers watching a due time beside the leader, on 3+ workers | mixed-lengths workload, four workers |
+
+use std::time::{Duration, Instant};
+
+/// How closely a pool watches the clock: what it spends so that tasks
+/// start close to their due time. Tasks never start before it in any
+/// mode; set with [`Builder::precision`](crate::Builder::precision).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{Precision, TimerPool};
+///
+/// // The default: timed waits, an early wake for isolated timers.
+/// let frugal = TimerPool::<u64>::builder().precision(Precision::Frugal).build()?;
+/// // Within microseconds of the due time, at up to one busy core while a
+/// // due time is less than 200 µs away.
+/// let precise = TimerPool::<u64>::builder()
+///     .precision(Precision::Spin(Duration::from_micros(200)))
+///     .build()?;
+/// # drop((frugal, precise));
+/// # Ok::<(), timerpool::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Precision {
+    /// The default. The leader sleeps in timed waits until the earliest due
+    /// time; an isolated timer gets a short early wake paid from a small
+    /// spin budget; on three or more workers free workers stand deputy so
+    /// that a held-up leader does not delay a due task; an idle pool uses
+    /// no CPU. Tasks start about as late as the operating system's timed
+    /// waits end (tens of microseconds on an idle Linux machine).
+    #[default]
+    Frugal,
+    /// Precision mode: the leader stops sleeping this long before each due
+    /// time and spins the rest, re-checking the heap every 20 µs at most,
+    /// and the workers' timed waits end at their deadline (no timer slack).
+    /// Tasks start within a few microseconds of their due time, at the cost
+    /// of up to one busy core while a due time is this close. It never
+    /// spins while no due time is that close. At most [`MAX_SPIN`].
+    ///
+    /// [`MAX_SPIN`]: crate::MAX_SPIN
+    Spin(Duration),
+}
+
+/// The longest window [`Precision::Spin`] accepts: one second.
+pub const MAX_SPIN: Duration = Duration::from_secs(1);
+
+impl Precision {
+    /// The precision-mode window, zero for the frugal default.
+    fn window(self) -> Duration {
+        match self {
+            Precision::Frugal => Duration::ZERO,
+            Precision::Spin(window) => window,
+        }
+    }
+
+    /// Precision mode: the workers' timed waits should end at their
+    /// deadline, not a timer slack later.
+    pub(crate) fn tight_timers(self) -> bool {
+        matches!(self, Precision::Spin(_))
+    }
+}
+
+/// The longest round of the leader's spin: it looks at the heap, its
+/// notifications and shutdown at least this often while it spins.
+pub(crate) const SPIN_ROUND: Duration = Duration::from_micros(20);
+
+/// The most the early wake moves a wait forward.
+const MAX_EARLY: Duration = Duration::from_millis(1);
+
+/// Spin rounds in a row that count as one on-time wait for the estimate.
+const ROUNDS_PER_DECAY: u32 = 64;
+
+/// Due times closer together than this many wake latencies are dense: no
+/// early wake for them.
+const DENSE_GAPS: u32 = 4;
+
+/// The early wake may spend one part in `SPIN_SHARE` of real time spinning.
+const SPIN_SHARE: u32 = 10;
+
+/// The most spinning time the budget saves up while none is spent.
+const MAX_SAVED: Duration = Duration::from_millis(2);
+
+/// Waits longer than this end with a warm-up first.
+const WARM_AFTER: Duration = Duration::from_millis(4);
+
+/// How long before the end of a long wait its warm-up wakes.
+const WARM_AHEAD: Duration = Duration::from_micros(500);
+
+/// The most free workers that stand deputy at once.
+pub(crate) const MAX_DEPUTIES: usize = 3;
+
+/// How the leader waits next (step 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Until notified: nothing pending, or a clock moved by hand.
+    Untimed,
+    /// A timed wait until `at` (or a notification). `learn`: how late it
+    /// ends teaches the estimate (not so for a warm-up).
+    Until {
+        /// When the wait ends.
+        at: Instant,
+        /// Whether its lateness is a lesson.
+        learn: bool,
+    },
+    /// Spin, the lock released, until this instant (a round's end or the
+    /// head's due time, whichever comes first), then check again.
+    Spin(Instant),
+}
+
+/// What the leaders have learnt about this machine's timed waits, and what
+/// the early wake may still spend. Carried in the lead token.
+#[derive(Debug)]
+pub(crate) struct WakePlan {
+    /// The pool's setting.
+    precision: Precision,
+    /// How late timed waits return, smoothed.
+    latency: WakeLatency,
+    /// What the early wake may still spend on spinning.
+    budget: SpinBudget,
+    /// The due time the current run of spin rounds spins toward: paid for
+    /// when it began, so it is not cut short.
+    spinning_toward: Option<Instant>,
+    /// When the current run's last round ended (or the run began): what
+    /// the next round pays from, so the checks between rounds count too.
+    spinning_since: Option<Instant>,
+}
+
+impl WakePlan {
+    /// A plan for `precision`, its estimate starting from `prior` (how late
+    /// a lone timed wait ends on this machine, as far as the platform
+    /// tells: its timer slack) rather than from nothing, so a new pool's
+    /// first due time gets the early wake too.
+    pub(crate) fn new(precision: Precision, prior: Option<Duration>) -> Self {
+        WakePlan {
+            precision,
+            latency: prior.map_or_else(WakeLatency::default, WakeLatency::assuming),
+            budget: SpinBudget::default(),
+            spinning_toward: None,
+            spinning_since: None,
+        }
+    }
+
+    /// Step 3: how the leader waits, at `now`, for a head whose real due
+    /// instant is `deadline` (`None`: nothing to wait for by the clock),
+    /// the latest task started having been due at `last_started`.
+    pub(crate) fn leader_wait(
+        &mut self,
+        deadline: Option<Instant>,
+        last_started: Option<Instant>,
+        now: Instant,
+    ) -> Wait {
+        let Some(deadline) = deadline else {
+            self.spinning_toward = None;
+            return Wait::Untimed;
+        };
+        let window = self.window(deadline, last_started, now);
+        match deadline.checked_sub(window) {
+            Some(wake_at) if wake_at > now => {
+                self.spinning_toward = None;
+                warmed(wake_at, now)
+            }
+            _ => {
+                if self.spinning_toward != Some(deadline) {
+                    self.spinning_toward = Some(deadline);
+                    self.spinning_since = Some(now);
+                }
+                Wait::Spin(deadline.min(now + SPIN_ROUND))
+            }
+        }
+    }
+
+    /// A timed wait until `at` ended at `ended` by its deadline (not by a
+    /// notification): learn how late this machine's waits end.
+    pub(crate) fn woke(&mut self, at: Instant, ended: Instant) {
+        self.latency.rounds = 0;
+        self.latency.observe(ended.saturating_duration_since(at));
+    }
+
+    /// A spin round ended at `ended`: pay for the run of rounds so far, and
+    /// let a long run shrink the estimate (only timed waits teach it).
+    pub(crate) fn spun(&mut self, ended: Instant) {
+        if let Some(since) = self.spinning_since.replace(ended) {
+            self.budget.spend(ended.saturating_duration_since(since));
+        }
+        let w = &mut self.latency;
+        w.rounds += 1;
+        if w.rounds >= ROUNDS_PER_DECAY {
+            w.rounds = 0;
+            w.observe(Duration::ZERO);
+        }
+    }
+
+    /// True when a head due at `deadline` follows the latest task started
+    /// (due at `last_started`) by less than [`DENSE_GAPS`] wake latencies:
+    /// some thread is awake about then anyway.
+    pub(crate) fn dense(&self, deadline: Instant, last_started: Option<Instant>) -> bool {
+        last_started.is_some_and(|at| {
+            deadline.saturating_duration_since(at) < self.latency.early() * DENSE_GAPS
+        })
+    }
+
+    /// How long before `deadline` the leader stops sleeping: the precision
+    /// window, or the estimate for a sparse due time while the budget lasts.
+    /// A spent budget means no early wake at all, not an early wake and a
+    /// second wait: each of those is a wake-up, the larger cost.
+    fn window(
+        &mut self,
+        deadline: Instant,
+        last_started: Option<Instant>,
+        now: Instant,
+    ) -> Duration {
+        let fixed = self.precision.window();
+        let early = self.latency.early();
+        if early <= fixed || self.dense(deadline, last_started) {
+            return fixed;
+        }
+        // A run of rounds under way was paid for when it began.
+        if self.spinning_toward == Some(deadline) || self.budget.affords(now, early) {
+            early
+        } else {
+            fixed
+        }
+    }
+
+    /// How much earlier than a due time to end a timed wait, for tests.
+    #[cfg(test)]
+    fn early(&self) -> Duration {
+        self.latency.early()
+    }
+}
+
+/// A timed wait until `wake_at`, at `now`: a long one ends with a warm-up
+/// [`WARM_AHEAD`] before it, which teaches nothing (the short wait after
+/// it is the one the estimate is for).
+fn warmed(wake_at: Instant, now: Instant) -> Wait {
+    if wake_at.saturating_duration_since(now) > WARM_AFTER {
+        if let Some(at) = wake_at.checked_sub(WARM_AHEAD) {
+            return Wait::Until { at, learn: false };
+        }
+    }
+    Wait::Until {
+        at: wake_at,
+        learn: true,
+    }
+}
+
+/// Step 4a: how many free workers stand deputy at once in a pool of
+/// `workers`: none below three workers, else all but the leader up to
+/// [`MAX_DEPUTIES`].
+pub(crate) fn deputies(workers: usize) -> usize {
+    if workers < 3 {
+        0
+    } else {
+        (workers - 1).min(MAX_DEPUTIES)
+    }
+}
+
+/// A token bucket of spinning time: earns `1 / SPIN_SHARE` of the real
+/// time that passes, up to [`MAX_SAVED`].
+#[derive(Debug, Clone, Copy)]
+struct SpinBudget {
+    /// Spinning time saved up.
+    saved: Duration,
+    /// When it was last topped up; `None` before the first look.
+    topped: Option<Instant>,
+}
+
+impl Default for SpinBudget {
+    fn default() -> Self {
+        SpinBudget {
+            saved: MAX_SAVED,
+            topped: None,
+        }
+    }
+}
+
+impl SpinBudget {
+    /// Top up for the time since the last look; true if what is saved
+    /// covers a spin of `cost`. (Any balance above zero would not do: the
+    /// time between two looks always earns a little, so a budget that only
+    /// had to be above zero never ran dry.)
+    fn affords(&mut self, now: Instant, cost: Duration) -> bool {
+        if let Some(topped) = self.topped {
+            let earned = now.saturating_duration_since(topped) / SPIN_SHARE;
+            self.saved = (self.saved + earned).min(MAX_SAVED);
+        }
+        self.topped = Some(now);
+        self.saved >= cost
+    }
+
+    /// Pay for `took` of spinning.
+    fn spend(&mut self, took: Duration) {
+        self.saved = self.saved.saturating_sub(took);
+    }
+}
+
+/// A smoothed estimate of how late a timed wait returns after its deadline:
+/// mean plus twice the mean deviation (the round-trip estimator of TCP), so
+/// that most wakes land before the due time and the rest is spun away.
+#[derive(Debug, Default, Clone, Copy)]
+struct WakeLatency {
+    /// Smoothed lateness, nanoseconds.
+    mean: u64,
+    /// Smoothed absolute deviation, nanoseconds.
+    dev: u64,
+    /// Spin rounds since the last timed wait.
+    rounds: u32,
+}
+
+impl WakeLatency {
+    /// An estimate that expects waits to return `prior` late, give or take
+    /// half of it (how TCP's estimator starts from its first sample).
+    fn assuming(prior: Duration) -> Self {
+        let mean = prior.min(MAX_EARLY * 4).as_nanos() as u64;
+        WakeLatency {
+            mean,
+            dev: mean / 2,
+            rounds: 0,
+        }
+    }
+
+    /// Learn from one timed wait that returned `late` after its deadline.
+    fn observe(&mut self, late: Duration) {
+        let x = late.min(MAX_EARLY * 4).as_nanos() as u64;
+        let err = x.abs_diff(self.mean);
+        if x >= self.mean {
+            self.mean += (x - self.mean) / 8;
+        } else {
+            self.mean -= (self.mean - x) / 8;
+        }
+        if err >= self.dev {
+            self.dev += (err - self.dev) / 4;
+        } else {
+            self.dev -= (self.dev - err) / 4;
+        }
+    }
+
+    /// How much earlier than a due time to end a timed wait.
+    fn early(&self) -> Duration {
+        Duration::from_nanos(self.mean + 2 * self.dev).min(MAX_EARLY)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    /// A frugal plan that has learnt that waits end 50 µs late.
+    fn learnt() -> WakePlan {
+        let mut plan = WakePlan::new(Precision::Frugal, None);
+        let t = Instant::now();
+        for _ in 0..200 {
+            plan.woke(t, t + 50 * US);
+        }
+        plan
+    }
+
+    #[test]
+    fn nothing_to_wait_for_by_the_clock_is_an_untimed_wait() {
+        let mut plan = learnt();
+        assert_eq!(plan.leader_wait(None, None, Instant::now()), Wait::Untimed);
+    }
+
+    #[test]
+    fn a_sparse_due_time_gets_an_early_wake_and_a_spin_that_ends_at_it() {
+        let mut plan = learnt();
+        let now = Instant::now();
+        let due = now + Duration::from_millis(2);
+        let Wait::Until { at, learn: true } = plan.leader_wait(Some(due), None, now) else {
+            panic!("a timed wait")
+        };
+        assert!(
+            at < due && due - at == plan.early(),
+            "ends early by the estimate"
+        );
+        // At the wake: spin towards the due time, a round at a time.
+        let Wait::Spin(until) = plan.leader_wait(Some(due), None, at) else {
+            panic!("a spin")
+        };
+        assert_eq!(until, due.min(at + SPIN_ROUND));
+        let near = due - 5 * US;
+        assert_eq!(plan.leader_wait(Some(due), None, near), Wait::Spin(due));
+    }
+
+    #[test]
+    fn a_dense_due_time_waits_until_it() {
+        let mut plan = learnt();
+        let now = Instant::now();
+        let due = now + Duration::from_millis(2);
+        let last = Some(due - plan.early() * DENSE_GAPS / 2);
+        assert!(plan.dense(due, last));
+        assert_eq!(
+            plan.leader_wait(Some(due), last, now),
+            Wait::Until {
+                at: due,
+                learn: true
+            }
+        );
+        let long_ago = Some(due - plan.early() * DENSE_GAPS * 2);
+        assert!(!plan.dense(due, long_ago), "further apart: sparse");
+    }
+
+    #[test]
+    fn the_spin_budget_runs_dry_and_then_the_wait_ends_at_the_due_time() {
+        let mut plan = learnt();
+        let mut now = Instant::now();
+        // Due times 300 µs apart (none started: sparse), each spun for its
+        // whole window: spinning a sixth of the time, the budget runs dry.
+        let mut spun = 0;
+        for _ in 0..100 {
+            let due = now + 300 * US;
+            match plan.leader_wait(Some(due), None, now) {
+                Wait::Until { at, .. } if at == due => break,
+                Wait::Until { at, .. } => {
+                    let w = plan.leader_wait(Some(due), None, at);
+                    assert!(matches!(w, Wait::Spin(_)), "{w:?}");
+                    plan.spun(due);
+                    spun += 1;
+                }
+                other => panic!("{other:?}"),
+            }
+            now = due;
+        }
+        assert!(spun > 0, "it spun while the budget lasted");
+        assert!(spun < 100, "then waited until the due time");
+        // A tenth of real time earns a window back.
+        let early = plan.early();
+        let later = now + early * SPIN_SHARE * 2;
+        let due = later + Duration::from_millis(1);
+        assert!(matches!(
+            plan.leader_wait(Some(due), None, later),
+            Wait::Until { at, .. } if at == due - early
+        ));
+    }
+
+    #[test]
+    fn a_long_wait_warms_up_and_teaches_nothing() {
+        let mut plan = WakePlan::new(Precision::Frugal, None);
+        let now = Instant::now();
+        let far = now + WARM_AFTER + Duration::from_millis(1);
+        assert_eq!(
+            plan.leader_wait(Some(far), None, now),
+            Wait::Until {
+                at: far - WARM_AHEAD,
+                learn: false
+            }
+        );
+        let short = now + WARM_AFTER;
+        assert_eq!(
+            plan.leader_wait(Some(short), None, now),
+            Wait::Until {
+                at: short,
+                learn: true
+            }
+        );
+    }
+
+    #[test]
+    fn precision_mode_spins_its_window_even_on_dense_due_times() {
+        let window = Duration::from_micros(300);
+        let mut plan = WakePlan::new(Precision::Spin(window), None);
+        let now = Instant::now();
+        let due = now + Duration::from_millis(1);
+        let dense = Some(due - US);
+        assert_eq!(
+            plan.leader_wait(Some(due), dense, now),
+            Wait::Until {
+                at: due - window,
+                learn: true
+            }
+        );
+        assert!(matches!(
+            plan.leader_wait(Some(due), dense, due - window),
+            Wait::Spin(_)
+        ));
+        assert!(Precision::Spin(window).tight_timers());
+        assert!(!Precision::Frugal.tight_timers());
+    }
+
+    #[test]
+    fn a_prior_gives_the_first_due_time_an_early_wake_and_waits_teach_it_down() {
+        assert_eq!(
+            WakePlan::new(Precision::Frugal, None).early(),
+            Duration::ZERO
+        );
+        let mut plan = WakePlan::new(Precision::Frugal, Some(50 * US));
+        assert_eq!(plan.early(), 100 * US);
+        let t = Instant::now();
+        for _ in 0..64 {
+            plan.woke(t, t);
+        }
+        assert!(plan.early() < 5 * US, "{:?}", plan.early());
+        let capped = WakePlan::new(Precision::Frugal, Some(Duration::from_secs(1)));
+        assert_eq!(capped.early(), MAX_EARLY);
+    }
+
+    #[test]
+    fn long_runs_of_spin_rounds_shrink_the_estimate() {
+        let mut plan = WakePlan::new(Precision::Frugal, None);
+        let t = Instant::now();
+        for _ in 0..200 {
+            plan.woke(t, t + Duration::from_secs(1));
+        }
+        assert_eq!(plan.early(), MAX_EARLY);
+        for _ in 0..ROUNDS_PER_DECAY * 100 {
+            plan.spun(t);
+        }
+        assert!(plan.early() < MAX_EARLY / 2, "{:?}", plan.early());
+    }
+
+    #[test]
+    fn deputies_stand_only_on_three_workers_or_more_and_at_most_three() {
+        assert_eq!(deputies(1), 0);
+        assert_eq!(deputies(2), 0);
+        assert_eq!(deputies(3), 2);
+        assert_eq!(deputies(4), 3);
+        assert_eq!(deputies(64), MAX_DEPUTIES);
+    }
+
+    #[test]
+    fn spin_budget_earns_a_tenth_of_real_time_and_pays_only_for_a_whole_window() {
+        let t0 = Instant::now();
+        let mut b = SpinBudget::default();
+        assert!(b.affords(t0, MAX_SAVED));
+        b.spend(MAX_SAVED);
+        assert!(!b.affords(t0, US), "spent");
+        // 1 ms of real time earns 100 µs of spinning, not more.
+        let t1 = t0 + Duration::from_millis(1);
+        assert!(!b.affords(t1, 101 * US));
+        assert!(b.affords(t1, 100 * US));
+        assert!(b.affords(t0 + Duration::from_secs(60), MAX_SAVED));
+        assert_eq!(b.saved, MAX_SAVED, "saving up stops");
+    }
+}

@@ -106,12 +106,16 @@
 // (the measurement and the safety argument are there).
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
+// On docs.rs (`--cfg docsrs`, nightly rustdoc) items behind a cargo feature
+// are shown with the feature they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
 mod contain;
 mod error;
 pub mod heap;
 #[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod pg;
 mod pool;
 mod scheduler;

@@ -31,10 +31,8 @@
 //!
 //! A [`Builder`] (from [`TimerPool::builder`]) sets workers, capacity, the
 //! clock ([`ManualClock`] for tests), exclusive keys, staleness expiry,
-//! the precision of wake-ups and the completion stream. With the `tracing`
-//! cargo feature the pool is instrumented (a span per run, events for
-//! panics, expirations, removals, refusals and shutdown; keys recorded after
-//! `Builder::debug_keys`).
+//! the precision of wake-ups and the completion stream; the
+//! [settings guide](guide::settings) says when to change each.
 //!
 //! # Examples
 //!
@@ -59,14 +57,15 @@
 //! # Timing guarantees
 //!
 //! A task never starts before the pool's clock reads its due time. It starts
-//! roughly on time when a worker is free: the leader sleeps on a condition
-//! variable until the earliest due time, a new earlier task wakes it at once,
-//! and an idle pool uses no CPU; [`Builder::precision`] chooses what the
-//! pool spends to start tasks closer to their due time. How late "roughly"
-//! is depends on the
-//! operating system's timer; `docs/benchmarks.md` has measurements. Time is
-//! the monotonic clock by default; a [`ManualClock`] makes tests
-//! deterministic:
+//! roughly on time when a worker is free: by default the leader sleeps on a
+//! condition variable until the earliest due time, a new earlier task wakes
+//! it at once, on three workers or more free workers stand deputy in case
+//! the leader's thread is held up, and an idle pool uses no CPU. How late
+//! "roughly" is depends on the operating system's timer
+//! ([benchmarks](guide::benchmarks)); [`Builder::precision`] buys starts
+//! within a few microseconds of due for up to a busy core
+//! ([settings](guide::settings)). Time is the
+//! monotonic clock by default; a [`ManualClock`] makes tests deterministic:
 //!
 //! ```
 //! use std::time::Duration;
@@ -100,18 +99,54 @@
 //! assert_eq!(pool.submit(Duration::ZERO, || ()).unwrap_err(), Error::ShutDown);
 //! # Ok::<(), timerpool::Error>(())
 //! ```
+//!
+//! # Cargo features
+//!
+//! Both are off by default.
+//!
+//! - `postgres`: durable keyed timers in PostgreSQL, shared by many
+//!   processes (the `pg` module, and the [durable timers
+//!   guide](guide::durable)). Its API takes the `postgres` crate's own types
+//!   (`postgres::Config`, clients, transactions), so a crate that enables it
+//!   also depends on `postgres = "0.19"` itself.
+//! - `tracing`: a span per task run and events for panics, expirations,
+//!   removals, refusals and shutdown, through the `tracing` crate; keys are
+//!   recorded for pools built with `Builder::debug_keys(true)`. Without the
+//!   feature none of it is compiled in.
+//!
+//! # Guides
+//!
+//! - [`guide::semantics`]: the rules (keys, replace, cancel, start, panics,
+//!   capacity, time, shutdown), each with the test that checks it.
+//! - [`guide::settings`]: each builder setting, its default and when to
+//!   change it.
+//! - [`guide::migration`]: method by method from Java's
+//!   `ScheduledThreadPoolExecutor`, `scheduled-thread-pool` and tokio-util's
+//!   `DelayQueue`.
+//! - [`guide::durable`]: the durable timers on PostgreSQL (feature
+//!   `postgres`): contract, schema, protocol and measurements.
+//! - [`guide::reliability`]: the guarantees under load, faults and bad
+//!   input.
+//! - [`guide::benchmarks`]: figures against scheduled-thread-pool, tokio,
+//!   tokio-util's `DelayQueue` and a naive pool.
+//! - [`guide::dependencies`]: why each dependency is there.
 // No `unsafe` of the crate's own. Denied rather than forbidden for one
 // call: `pool::task::once_job` builds a handle-less task's closure into its
 // entry with `smallbox`'s constructor macro, whose expansion allows it
 // (the measurement and the safety argument are there).
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
+// On docs.rs (`--cfg docsrs`, nightly rustdoc) items behind a cargo feature
+// are shown with the feature they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
 mod contain;
 mod error;
+pub mod guide;
 pub mod heap;
 #[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod pg;
 mod pool;
 mod scheduler;

@@ -5,6 +5,7 @@
 
 pub mod naive;
 pub mod pools;
+pub mod session;
 pub mod workloads;
 
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};

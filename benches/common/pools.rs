@@ -23,17 +23,46 @@ pub trait Pool: Sized {
     fn finish(self);
 }
 
+/// A variant's settings, applied to a builder.
+pub type Configure = fn(Builder<u64>) -> Builder<u64>;
+
+/// The `timerpool` configurations under test, by the name their rows carry
+/// in the reports: every builder setting a variant changes is made here and
+/// nowhere else, so that a change of the builder's settings is one line per
+/// variant. Each entry starts from `TimerPool::builder().workers(n)`.
+pub const TIMERPOOL_VARIANTS: &[(&str, Configure)] = &[
+    // Default settings.
+    ("timerpool", |b| b),
+    // Precision mode: spin the last `SPIN` before each due time.
+    ("timerpool-spin250us", |b| {
+        b.precision(Precision::Spin(SPIN))
+    }),
+];
+
+/// The names of [`TIMERPOOL_VARIANTS`], comma-separated (for messages).
+pub fn timerpool_variant_names() -> String {
+    let names: Vec<&str> = TIMERPOOL_VARIANTS.iter().map(|(n, _)| *n).collect();
+    names.join(", ")
+}
+
+/// A builder for the `timerpool` variant `name` of [`TIMERPOOL_VARIANTS`]
+/// with `workers` threads, or `None` for a name not in the table.
+pub fn timerpool_builder(name: &str, workers: usize) -> Option<Builder<u64>> {
+    let (_, configure) = TIMERPOOL_VARIANTS.iter().find(|(n, _)| *n == name)?;
+    Some(configure(TimerPool::builder().workers(workers)))
+}
+
 /// A `timerpool` configuration under test: keyed tasks, a handle per task
-/// (dropped), the builder's settings changed by `$configure`.
+/// (dropped), built as the variant `$variant` of [`TIMERPOOL_VARIANTS`].
 macro_rules! timerpool_with {
-    ($(#[$doc:meta])* $name:ident, $configure:expr) => {
+    ($(#[$doc:meta])* $name:ident, $variant:literal) => {
         $(#[$doc])*
         pub struct $name(pub TimerPool<u64>);
 
         impl Pool for $name {
             fn start_with(workers: usize) -> Self {
-                let configure: fn(Builder<u64>) -> Builder<u64> = $configure;
-                $name(configure(TimerPool::builder().workers(workers)).build().unwrap())
+                let builder = timerpool_builder($variant, workers).expect("a variant in the table");
+                $name(builder.build().unwrap())
             }
             fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
                 drop(self.0.schedule(key, due, f).unwrap());
@@ -48,7 +77,7 @@ macro_rules! timerpool_with {
 timerpool_with!(
     /// `timerpool` with default settings.
     Timerpool,
-    |b| b
+    "timerpool"
 );
 
 /// `timerpool` with default settings, each task scheduled without a handle
@@ -58,7 +87,8 @@ pub struct TimerpoolDetached(pub TimerPool<u64>);
 
 impl Pool for TimerpoolDetached {
     fn start_with(workers: usize) -> Self {
-        TimerpoolDetached(TimerPool::builder().workers(workers).build().unwrap())
+        let builder = timerpool_builder("timerpool", workers).expect("a variant in the table");
+        TimerpoolDetached(builder.build().unwrap())
     }
     fn at<F: FnOnce() + Send + 'static>(&self, key: u64, due: Instant, f: F) {
         self.0.schedule_detached(key, due, f).unwrap();
@@ -72,9 +102,9 @@ impl Pool for TimerpoolDetached {
 pub const SPIN: Duration = Duration::from_micros(250);
 
 timerpool_with!(
-    /// `timerpool` in precision mode: `.precision(Precision::Spin(250 µs))`.
+    /// `timerpool` in precision mode, spinning [`SPIN`] before each due time.
     TimerpoolSpin,
-    |b| b.precision(Precision::Spin(SPIN))
+    "timerpool-spin250us"
 );
 
 /// The `scheduled-thread-pool` crate.

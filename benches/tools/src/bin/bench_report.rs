@@ -1,6 +1,7 @@
 //! Prints the benchmark comparison table: timerpool against each peer on the
-//! burst, churn, lateness, preemption, sparse and idle workloads of
-//! `docs/benchmarks.md`, all measured in this one process.
+//! burst, churn, lateness, preemption, sparse, mixed, session and idle
+//! workloads of `docs/benchmarks.md`, all measured in this one process but
+//! the session workload, whose implementations each run in a child process.
 //!
 //! ```sh
 //! cargo run --release -p timerpool-bench-tools --bin bench_report               # one run each, < 1 min
@@ -17,11 +18,40 @@
 //! ```sh
 //! cargo run --release -p timerpool-bench-tools --bin bench_report -- --only preemption --beside 2
 //! ```
+//!
+//! `--only session` is the session-timeout workload (`benches/common/session.rs`):
+//! 100,000 keyed sessions with a 1 s timeout, 250 touches and closes every
+//! 1 ms for 4 s from one seeded stream, then the drain, on timerpool and on
+//! tokio-util's `DelayQueue`. Each implementation runs in a child process
+//! of its own (`--session-child NAME SEED` prints one `session-result`
+//! line), so that the process CPU read at its end is that implementation's
+//! alone. `--runs` rounds (5 unless given) alternate the order; the report
+//! gives the medians, each timerpool variant's CPU over DelayQueue's paired
+//! by round, and a sign test over the rounds. `--session-variants` names
+//! the timerpool variants to run (names of `TIMERPOOL_VARIANTS` in
+//! `benches/common/pools.rs`; default `timerpool`), `--seed` the first
+//! round's seed (default 1), and `--session-log DIR` has every expiry write
+//! a log line to a file in `DIR` (off by default).
+//!
+//! ```sh
+//! cargo build --release -p timerpool-bench-tools --bin bench_report
+//! target/release/bench_report --only session --runs 5 --session-variants timerpool,timerpool-plain
+//! ```
+//!
+//! The session CPU total is the process CPU clock; the user and system
+//! split comes from `/proc/self/stat` in 10 ms ticks and is apportioned by
+//! the kernel from sampled ticks, so it wanders more from run to run than
+//! the total. The children keep this program's counting allocator (a few
+//! atomic additions per allocation; the `allocs` column says how many).
 
 #[path = "../../../common/mod.rs"]
 mod common;
 
-use common::pools::{Naive, Pool, Stp, Timerpool, TimerpoolDetached, TimerpoolSpin, Tokio};
+use common::pools::{
+    timerpool_builder, timerpool_variant_names, Naive, Pool, Stp, Timerpool, TimerpoolDetached,
+    TimerpoolSpin, Tokio, TIMERPOOL_VARIANTS, WORKERS,
+};
+use common::session::{session_delayqueue, session_timerpool, SessionRun, SessionSpec};
 use common::workloads::{
     burst, burst_batch, burst_batch_detached, churn, idle, lateness, mixed, preemption, sparse,
     ChurnDelayQueue, ChurnDelayQueueMap, ChurnNaive, ChurnPool, ChurnPoolDetached, ChurnResult,
@@ -29,6 +59,7 @@ use common::workloads::{
 };
 use stats_alloc::StatsAlloc;
 use std::alloc::System;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 #[global_allocator]
@@ -149,11 +180,21 @@ fn main() {
         }
         return;
     }
+    if let Some(at) = args.iter().position(|a| a == "--session-child") {
+        std::process::exit(session_child(&args, at));
+    }
     let beside: usize = value_of(&args, "--beside").unwrap_or(0);
     let _busy = Beside::start(beside);
     let runs: usize = value_of(&args, "--runs").unwrap_or(1);
     let only: Option<String> = value_of(&args, "--only");
     let want = |w: &str| only.as_deref().is_none_or(|o| o.split(',').any(|x| x == w));
+    let session_variants = match session_variants(&args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("bench_report: {e}");
+            std::process::exit(2);
+        }
+    };
     let t0 = Instant::now();
     println!(
         "# timerpool bench_report: {} run(s) per figure, median ± spread ((max-min)/median), {} CPUs, {} busy processes beside",
@@ -379,6 +420,15 @@ fn main() {
         mixed_report(runs);
     }
 
+    if want("session") {
+        session_report(
+            value_of(&args, "--runs").unwrap_or(5),
+            &session_variants,
+            value_of(&args, "--seed").unwrap_or(1),
+            value_of(&args, "--session-log"),
+        );
+    }
+
     if want("idle") {
         let names = [
             "timerpool",
@@ -559,4 +609,298 @@ fn with_workers<P: Pool, R>(workers: usize, f: impl FnOnce(&P) -> R) -> R {
     let r = f(&p);
     p.finish();
     r
+}
+
+// ---------------------------------------------------------------- session
+
+/// The timerpool variants of the session report (`--session-variants`,
+/// comma-separated names of `TIMERPOOL_VARIANTS`; default `timerpool`).
+fn session_variants(args: &[String]) -> Result<Vec<&'static str>, String> {
+    let list: String = value_of(args, "--session-variants").unwrap_or_else(|| "timerpool".into());
+    list.split(',')
+        .map(|name| {
+            TIMERPOOL_VARIANTS
+                .iter()
+                .map(|(n, _)| *n)
+                .find(|n| *n == name)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown timerpool variant {name:?} in --session-variants (known: {})",
+                        timerpool_variant_names()
+                    )
+                })
+        })
+        .collect()
+}
+
+/// One child's figures, as its result line gives them.
+#[derive(Debug, Clone)]
+struct SessionFigures {
+    expired: f64,
+    early: f64,
+    unmatched: f64,
+    touches: f64,
+    reopens: f64,
+    closes: f64,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    wall_s: f64,
+    user_s: f64,
+    sys_s: f64,
+    cpu_s: f64,
+    allocs: f64,
+    max_rss_mib: f64,
+}
+
+impl SessionFigures {
+    /// The child's `session-result key=value ...` line.
+    fn line(implementation: &str, run: &SessionRun, cpu: Duration, user_sys: (f64, f64)) -> String {
+        let us = |q: f64| run.hist.value_at_quantile(q) as f64 / 1e3;
+        format!(
+            "session-result impl={implementation} expired={} early={} unmatched={} touches={} reopens={} closes={} p50_us={:.1} p99_us={:.1} max_us={:.1} wall_s={:.4} user_s={:.3} sys_s={:.3} cpu_s={:.4} allocs={} max_rss_mib={:.1}",
+            run.expired(),
+            run.early,
+            run.unmatched,
+            run.touches,
+            run.reopens,
+            run.closes,
+            us(0.5),
+            us(0.99),
+            run.hist.max() as f64 / 1e3,
+            run.wall.as_secs_f64(),
+            user_sys.0,
+            user_sys.1,
+            cpu.as_secs_f64(),
+            common::COUNTING.stats().allocations,
+            proc_status_kib("VmHWM").unwrap_or(0) as f64 / 1024.0,
+        )
+    }
+
+    /// Parse a result line.
+    fn parse(line: &str) -> Result<Self, String> {
+        let fields: HashMap<&str, f64> = line
+            .strip_prefix("session-result ")
+            .ok_or_else(|| format!("not a result line: {line:?}"))?
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
+            .collect();
+        let get = |k: &str| {
+            fields
+                .get(k)
+                .copied()
+                .ok_or_else(|| format!("no {k} in {line:?}"))
+        };
+        Ok(SessionFigures {
+            expired: get("expired")?,
+            early: get("early")?,
+            unmatched: get("unmatched")?,
+            touches: get("touches")?,
+            reopens: get("reopens")?,
+            closes: get("closes")?,
+            p50_us: get("p50_us")?,
+            p99_us: get("p99_us")?,
+            max_us: get("max_us")?,
+            wall_s: get("wall_s")?,
+            user_s: get("user_s")?,
+            sys_s: get("sys_s")?,
+            cpu_s: get("cpu_s")?,
+            allocs: get("allocs")?,
+            max_rss_mib: get("max_rss_mib")?,
+        })
+    }
+}
+
+/// This process's user and system CPU seconds from `/proc/self/stat` (in
+/// clock ticks of 10 ms, Linux's fixed `USER_HZ` of 100); zeros where it
+/// cannot be read.
+fn proc_user_sys() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // The fields after the command name, which may hold spaces, start with
+    // the state (field 3); utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) / 100.0, ticks(12) / 100.0)
+}
+
+/// A `kB` figure of `/proc/self/status` (`VmHWM`: peak resident memory).
+fn proc_status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The child's side: `--session-child <implementation> <seed>
+/// [--session-log FILE]` runs one session workload and prints its result
+/// line; the process CPU is read last, so it covers the whole process's
+/// life. Returns the exit code.
+fn session_child(args: &[String], at: usize) -> i32 {
+    let (Some(name), Some(seed)) = (
+        args.get(at + 1),
+        args.get(at + 2).and_then(|s| s.parse::<u64>().ok()),
+    ) else {
+        eprintln!("bench_report: --session-child needs an implementation and a seed");
+        return 2;
+    };
+    let log = match value_of::<String>(args, "--session-log") {
+        None => None,
+        Some(path) => match std::fs::File::create(&path) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("bench_report: cannot create the expiry log {path}: {e}");
+                return 2;
+            }
+        },
+    };
+    let spec = SessionSpec::FULL;
+    let run = if name == "delayqueue" {
+        session_delayqueue(spec, seed, WORKERS, log)
+    } else if let Some(builder) = timerpool_builder(name, WORKERS) {
+        session_timerpool(spec, seed, builder, log)
+    } else {
+        eprintln!(
+            "bench_report: unknown session implementation {name:?} (delayqueue, or one of {})",
+            timerpool_variant_names()
+        );
+        return 2;
+    };
+    let cpu = cpu_time::ProcessTime::now().as_duration();
+    println!("{}", SessionFigures::line(name, &run, cpu, proc_user_sys()));
+    0
+}
+
+/// Run one child and read its figures.
+fn session_run(name: &str, seed: u64, log: Option<String>) -> Result<SessionFigures, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["--session-child", name, &seed.to_string()]);
+    if let Some(path) = log {
+        cmd.args(["--session-log", &path]);
+    }
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("starting the child for {name}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("the child for {name} ended with {}", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("session-result "))
+        .ok_or_else(|| format!("the child for {name} printed no result line"))?;
+    SessionFigures::parse(line)
+}
+
+/// Session timeouts (`common::session`, `SessionSpec::FULL`): each
+/// implementation in a child process of its own, the same seed for all in
+/// a round, the order rotated from round to round; the figures' medians,
+/// the process CPU of each timerpool variant over DelayQueue's, and a sign
+/// test over the rounds.
+fn session_report(runs: usize, variants: &[&'static str], seed: u64, log_dir: Option<String>) {
+    let spec = SessionSpec::FULL;
+    let names: Vec<&'static str> = variants.iter().copied().chain(["delayqueue"]).collect();
+    println!(
+        "\n## session: {} sessions, timeout {:?}, {} events every {:?} for {:?} ({}% closes, {}% to the hot half), then the drain; {} workers, each implementation in its own process, {runs} rounds from seed {seed}, order rotated; expiry log {}",
+        spec.sessions,
+        spec.timeout,
+        spec.per_tick,
+        spec.tick,
+        spec.tick * spec.ticks as u32,
+        spec.close_per_mille as f64 / 10.0,
+        spec.hot_percent,
+        WORKERS,
+        log_dir.as_deref().map_or("off (--session-log DIR)".to_string(), |d| format!("in {d}")),
+    );
+    let mut res: Vec<Vec<SessionFigures>> = vec![Vec::new(); names.len()];
+    for run in 0..runs {
+        let round_seed = seed + run as u64;
+        let mut line = format!("round {} (seed {round_seed}):", run + 1);
+        // As in the mixed report: a fixed order can hand the host's
+        // recurring disturbances to the same implementation every round.
+        for place in 0..names.len() {
+            let i = (run + place) % names.len();
+            let log = log_dir
+                .as_ref()
+                .map(|d| format!("{d}/session-{}-{}.log", names[i], run + 1));
+            match session_run(names[i], round_seed, log) {
+                Ok(f) => {
+                    line += &format!(
+                        "  {} CPU {:.2} s (user {:.2} sys {:.2}) p99 {:.0} µs, {} expired;",
+                        names[i], f.cpu_s, f.user_s, f.sys_s, f.p99_us, f.expired
+                    );
+                    res[i].push(f);
+                }
+                Err(e) => {
+                    eprintln!("bench_report: session: {e}");
+                    return;
+                }
+            }
+        }
+        println!("{line}");
+    }
+    type Figure = fn(&SessionFigures) -> f64;
+    let figures: [(&str, Figure); 12] = [
+        ("expired", |f| f.expired),
+        ("p50 µs", |f| f.p50_us),
+        ("p99 µs", |f| f.p99_us),
+        ("max µs", |f| f.max_us),
+        ("user s", |f| f.user_s),
+        ("sys s", |f| f.sys_s),
+        ("CPU s", |f| f.cpu_s),
+        ("wall s", |f| f.wall_s),
+        ("touches", |f| f.touches),
+        ("reopens", |f| f.reopens),
+        ("closes", |f| f.closes),
+        ("allocs", |f| f.allocs),
+    ];
+    let rows: Vec<Row> = names
+        .iter()
+        .zip(&res)
+        .map(|(n, v)| Row {
+            name: n,
+            cells: figures
+                .iter()
+                .map(|(_, f)| stat(v.iter().map(f).collect()))
+                .collect(),
+        })
+        .collect();
+    let cols: Vec<&str> = figures.iter().map(|(c, _)| *c).collect();
+    // Fewer expired sessions is no better: the count is a sanity check
+    // (the same events, the same sessions expire but for the few touched
+    // at the instant their timer came up).
+    print_table(
+        "session timeouts (lateness of each expiry, µs; process CPU of the child, s)",
+        &cols,
+        &rows,
+        &[false; 12],
+    );
+    for (n, v) in names.iter().zip(&res) {
+        let bad: f64 = v.iter().map(|f| f.early + f.unmatched).sum();
+        println!(
+            "{n:<24} early or unmatched expiries: {bad}, peak RSS {:.0} MiB",
+            median(v.iter().map(|f| f.max_rss_mib).collect())
+        );
+    }
+    let dq = &res[names.len() - 1];
+    println!("\nprocess CPU over DelayQueue's, paired by round (< 1: timerpool spends less)");
+    for (n, tp) in names.iter().zip(&res).take(variants.len()) {
+        let ratio = |f: Figure| median(tp.iter().zip(dq).map(|(a, b)| f(a) / f(b)).collect());
+        let below = tp.iter().zip(dq).filter(|(a, b)| a.cpu_s < b.cpu_s).count();
+        let above = tp.iter().zip(dq).filter(|(a, b)| a.cpu_s > b.cpu_s).count();
+        println!(
+            "{:<30} total {:.2}x (user {:.2}x, sys {:.2}x; ratio of medians {:.2}x); rounds with less CPU than delayqueue: {below} of {} (sign test p = {:.2})",
+            format!("{n} / delayqueue"),
+            ratio(|f| f.cpu_s),
+            ratio(|f| f.user_s),
+            ratio(|f| f.sys_s),
+            median(tp.iter().map(|f| f.cpu_s).collect()) / median(dq.iter().map(|f| f.cpu_s).collect()),
+            tp.len(),
+            sign_test(below, below + above)
+        );
+    }
 }

@@ -29,6 +29,9 @@
 //! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), [`TimerPool::shutdown_timeout`] (drain, then return what is left), [`TimerPool::begin_shutdown`] with [`TimerPool::await_termination`] (Java's pair), drop | |
 //! | drive time yourself, no threads | [`Scheduler`] with plain `i64` due times | |
 //!
+//! A method that looks a key up takes any borrowed form of it, as `HashMap`
+//! does: `pool.cancel("a")` on a `TimerPool<String>`, with no allocation.
+//!
 //! A [`Builder`] (from [`TimerPool::builder`]) sets workers, capacity, the
 //! clock ([`ManualClock`] for tests), exclusive keys, staleness expiry,
 //! the precision of wake-ups and the completion stream. With the `tracing`

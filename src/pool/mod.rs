@@ -73,10 +73,11 @@ use crate::sync::Arc;
 use crate::Error;
 use crew::Crew;
 use shared::Shared;
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
-use task::TaskKey;
+use task::Keyed;
 use time::NEVER;
 
 /// A pool of worker threads that runs keyed and keyless tasks at their due
@@ -211,6 +212,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// a worker starts it, due or not; a task that has started cannot be
     /// cancelled.
     ///
+    /// `key` may be any borrowed form of the key type, as for `HashMap`
+    /// (`&str` for `String` keys); the lookup allocates nothing. The same
+    /// holds for every method that looks a key up.
+    ///
     /// # Examples
     ///
     /// ```
@@ -222,10 +227,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(pool.cancel(&"lease-7"));
     /// assert!(!pool.cancel(&"lease-7")); // nothing pending any more
     /// assert_eq!(lease.wait(), Outcome::Cancelled);
+    ///
+    /// let sessions = TimerPool::<String>::builder().workers(1).build()?;
+    /// sessions.schedule_detached("s-1".to_string(), Duration::from_secs(30), || ())?;
+    /// assert!(sessions.cancel("s-1")); // a `&str`, no `String` built
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn cancel(&self, key: &K) -> bool {
-        self.shared.cancel(&TaskKey::Keyed(key.clone()), None)
+    pub fn cancel<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        self.shared.cancel(&Keyed(key), None)
     }
 
     /// Move `key`'s pending task to `when`, keeping its closure and its
@@ -238,7 +251,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// [`Error::TimeOutOfRange`] as [`schedule`](Self::schedule); nothing
-    /// moves.
+    /// moves. `key` as for [`cancel`](Self::cancel).
     ///
     /// # Examples
     ///
@@ -256,15 +269,20 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(lease.wait(), Outcome::Completed("expired"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn reschedule(&self, key: &K, when: impl Into<Due>) -> Result<bool, Error> {
+    pub fn reschedule<Q>(&self, key: &Q, when: impl Into<Due>) -> Result<bool, Error>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
         let due = self.due_ns(when.into())?;
-        Ok(self.shared.reschedule(&TaskKey::Keyed(key.clone()), due))
+        Ok(self.shared.reschedule(&Keyed(key), due))
     }
 
     /// When `key`'s pending task is due (Java's `getDelay`, as an instant on
     /// the pool's clock): a task is pending until a worker starts it, due or
     /// not; a periodic task while it waits for its next run, not while it
-    /// runs. `None` when nothing is pending under `key`.
+    /// runs. `None` when nothing is pending under `key` (any borrowed form
+    /// of the key, as for [`cancel`](Self::cancel)).
     ///
     /// # Examples
     ///
@@ -279,8 +297,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(pool.is_pending(&"offer-9") && !pool.is_pending(&"offer-1"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn due_of(&self, key: &K) -> Option<Instant> {
-        let key = TaskKey::Keyed(key.clone());
+    pub fn due_of<Q>(&self, key: &Q) -> Option<Instant>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        let key = Keyed(key);
         let due = {
             let st = self.shared.state.lock();
             let held = || st.exclusive.due_of(&key);
@@ -304,7 +326,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(!pool.is_pending(&"lease"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn is_pending(&self, key: &K) -> bool {
+    pub fn is_pending<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
         self.due_of(key).is_some()
     }
 

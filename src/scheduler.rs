@@ -172,6 +172,7 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// assert_eq!(s.schedule(2, 50, || ()).unwrap_err(), Error::CapacityReached { capacity: 1 });
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "insert", alias = "insert_at")]
     pub fn schedule<F>(&self, key: K, due: i64, task: F) -> Result<Scheduled, Error>
     where
         F: FnOnce() + Send + 'static,
@@ -238,6 +239,7 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// assert!(owned.cancel("lease"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "remove", alias = "abort")]
     pub fn cancel<Q>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
@@ -282,6 +284,7 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// assert_eq!((s.run_due(10), s.next()), (0, Some(50)));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "reset")]
     pub fn reschedule<Q>(&self, key: &Q, due: i64) -> bool
     where
         K: Borrow<Q>,
@@ -315,6 +318,7 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// assert_eq!(s.due_of("other"), None);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "deadline")]
     pub fn due_of<Q>(&self, key: &Q) -> Option<i64>
     where
         K: Borrow<Q>,

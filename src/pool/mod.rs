@@ -233,6 +233,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(sessions.cancel("s-1")); // a `&str`, no `String` built
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "remove", alias = "abort")]
     pub fn cancel<Q>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
@@ -269,6 +270,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(lease.wait(), Outcome::Completed("expired"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "reset")]
     pub fn reschedule<Q>(&self, key: &Q, when: impl Into<Due>) -> Result<bool, Error>
     where
         K: Borrow<Q>,
@@ -297,6 +299,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(pool.is_pending(&"offer-9") && !pool.is_pending(&"offer-1"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "deadline", alias = "getDelay")]
     pub fn due_of<Q>(&self, key: &Q) -> Option<Instant>
     where
         K: Borrow<Q>,
@@ -358,6 +361,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(pool.running(), 0);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "getActiveCount")]
     pub fn running(&self) -> usize {
         let finished = self.shared.counters.finished();
         let started = self.shared.started(&self.shared.state.lock());

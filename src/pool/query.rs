@@ -145,6 +145,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(pool.cancel_result(&"never-scheduled"), CancelResult::Absent);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "try_remove")]
     pub fn cancel_result<Q>(&self, key: &Q) -> CancelResult
     where
         K: Borrow<Q>,

@@ -20,6 +20,7 @@
 //! | the same, nobody waits for the outcome | [`TimerPool::schedule_detached`] / [`TimerPool::submit_detached`] | nothing (counted in [`TimerPool::stats`]) |
 //! | run it periodically ([`Repeat`]: fixed rate or delay, [`MissedTicks`], [`OnPanic`]) | [`TimerPool::schedule_repeating`] / [`TimerPool::submit_repeating`] | [`PeriodicHandle`] |
 //! | run it periodically, the closure picking each next delay ([`Next`]) | [`TimerPool::schedule_dynamic`] / [`TimerPool::submit_dynamic`] | [`PeriodicHandle`] |
+//! | run a closure returning `Result` again after a backoff while it fails (`Err` or panic; [`Retry`], [`Retry::retry_if`]) | [`TimerPool::schedule_retrying`] / [`TimerPool::submit_retrying`] | [`RetryHandle`]: its [`Retried`] outcome and attempts |
 //! | hand over many keyed tasks under one lock | [`TimerPool::schedule_batch`], [`TimerPool::schedule_batch_detached`] | handles, or a count |
 //! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
 //! | move a pending task's deadline, keeping its closure and handle | [`TimerPool::reschedule`] | whether it was pending |
@@ -125,7 +126,7 @@ pub use error::Error;
 pub use pool::{
     Builder, CancelResult, Completion, CompletionKind, CompletionReceiver, Due, Lateness,
     MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Refused, Repeat, Retried, Retry,
-    RetryHandle, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
+    RetryHandle, RetryIf, RetryPolicy, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

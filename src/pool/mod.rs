@@ -65,7 +65,7 @@ pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
 pub use query::CancelResult;
 pub use refused::Refused;
-pub use retry::{Retried, Retry, RetryHandle};
+pub use retry::{Retried, Retry, RetryHandle, RetryIf, RetryPolicy};
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 
@@ -100,7 +100,7 @@ use time::NEVER;
 /// | periodic ([`Repeat`]), with a [`PeriodicHandle`] | [`schedule_repeating`](Self::schedule_repeating) | [`submit_repeating`](Self::submit_repeating) |
 /// | periodic, the closure picks its next delay ([`Next`]) | [`schedule_dynamic`](Self::schedule_dynamic) | [`submit_dynamic`](Self::submit_dynamic) |
 /// | many one-shots under one lock | [`schedule_batch`](Self::schedule_batch), [`schedule_batch_detached`](Self::schedule_batch_detached) | |
-/// | one-shot, run again after a backoff when it panics ([`Retry`]), with a [`RetryHandle`] | [`schedule_retrying`](Self::schedule_retrying) | [`submit_retrying`](Self::submit_retrying) |
+/// | one-shot returning `Result`, run again after a backoff while it returns `Err` or panics ([`Retry`], [`Retry::retry_if`]), with a [`RetryHandle`] | [`schedule_retrying`](Self::schedule_retrying) | [`submit_retrying`](Self::submit_retrying) |
 /// | one-shot, the closure handed back if refused ([`Refused`]) | [`try_schedule`](Self::try_schedule), [`try_schedule_detached`](Self::try_schedule_detached) | [`try_submit`](Self::try_submit) |
 ///
 /// # Examples

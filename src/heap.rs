@@ -96,8 +96,10 @@ mod shrink;
 mod unwind_tests;
 
 use chunks::Chunks;
+use hashbrown::Equivalent;
 use index::SlotIndex;
 pub(crate) use retired::{Retired, Spare};
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
@@ -369,28 +371,65 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// The 32 bits of `key`'s hash the index uses. Runs user code.
     #[inline]
-    fn hash_of(&self, key: &K) -> u32 {
+    fn hash_of<Q: ?Sized + Hash>(&self, key: &Q) -> u32 {
         index::short(self.hasher.hash_one(key))
     }
 
     /// The slot of `key`, if present. Runs user code and changes nothing.
     #[inline]
-    fn find(&self, hash: u32, key: &K) -> Option<u32> {
+    fn find<Q: ?Sized + Equivalent<K>>(&self, hash: u32, key: &Q) -> Option<u32> {
         let (slots, meta) = (&self.slots, &self.meta);
         self.index.find(
             hash,
             |s| meta[s as usize].hash,
-            |s| slots[s as usize].key() == key,
+            |s| key.equivalent(slots[s as usize].key()),
         )
     }
 
-    /// True when `key` has an entry.
-    pub fn contains_key(&self, key: &K) -> bool {
+    /// True when `key` has an entry. `key` may be any borrowed form of the
+    /// heap's key type, as for `HashMap` (a `&str` for `String` keys).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::heap::IndexedHeap;
+    /// let mut heap = IndexedHeap::new();
+    /// heap.insert(String::from("lease"), 10, ());
+    /// assert!(heap.contains_key("lease"));
+    /// ```
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
         self.find(self.hash_of(key), key).is_some()
     }
 
-    /// Due time and stamp of `key`'s entry.
-    pub fn get(&self, key: &K) -> Option<(i64, u64)> {
+    /// Due time and stamp of `key`'s entry; `key` as for
+    /// [`contains_key`](Self::contains_key).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::heap::IndexedHeap;
+    /// let mut heap = IndexedHeap::new();
+    /// heap.insert(String::from("lease"), 10, ());
+    /// assert_eq!(heap.get("lease").map(|(due, _)| due), Some(10));
+    /// assert_eq!(heap.get("other"), None);
+    /// ```
+    pub fn get<Q>(&self, key: &Q) -> Option<(i64, u64)>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        self.get_equivalent(key)
+    }
+
+    /// [`get`](Self::get) for any `Q` the index can match against a key.
+    pub(crate) fn get_equivalent<Q: ?Sized + Hash + Equivalent<K>>(
+        &self,
+        key: &Q,
+    ) -> Option<(i64, u64)> {
         let slot = self.find(self.hash_of(key), key)?;
         let node = self.nodes[self.meta[slot as usize].pos as usize];
         Some((node.due, self.seq_of(&node)))
@@ -398,9 +437,35 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
 
     /// Move `key`'s entry to `due`, keeping its payload and its stamp (so a
     /// stamp held elsewhere still names it); the old due time, or `None` if
-    /// `key` has no entry. O(log n). A panic of the key's `Hash` or `Eq`
-    /// leaves the heap as it was.
-    pub fn reschedule(&mut self, key: &K, due: i64) -> Option<i64> {
+    /// `key` has no entry. O(log n). `key` as for
+    /// [`contains_key`](Self::contains_key). A panic of the key's `Hash` or
+    /// `Eq` leaves the heap as it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::heap::IndexedHeap;
+    /// let mut heap = IndexedHeap::new();
+    /// heap.insert(String::from("a"), 10, 'a');
+    /// heap.insert(String::from("b"), 20, 'b');
+    /// assert_eq!(heap.reschedule("b", 5), Some(20));
+    /// assert_eq!(heap.peek(), Some((5, &String::from("b"))));
+    /// ```
+    pub fn reschedule<Q>(&mut self, key: &Q, due: i64) -> Option<i64>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        self.reschedule_equivalent(key, due)
+    }
+
+    /// [`reschedule`](Self::reschedule) for any `Q` the index can match
+    /// against a key.
+    pub(crate) fn reschedule_equivalent<Q: ?Sized + Hash + Equivalent<K>>(
+        &mut self,
+        key: &Q,
+        due: i64,
+    ) -> Option<i64> {
         let slot = self.find(self.hash_of(key), key)?;
         let pos = self.meta[slot as usize].pos as usize;
         let before = self.nodes[pos];
@@ -467,7 +532,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// [`try_insert_probed`](Self::try_insert_probed) before any other
     /// change to the heap.
     #[inline]
-    pub(crate) fn probe(&self, key: &K) -> Probe {
+    pub(crate) fn probe<Q: ?Sized + Hash + Equivalent<K>>(&self, key: &Q) -> Probe {
         let hash = self.hash_of(key);
         Probe {
             hash,
@@ -580,22 +645,41 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Ok(())
     }
 
-    /// Remove `key`'s entry.
-    pub fn remove(&mut self, key: &K) -> Option<Entry<K, V>> {
+    /// Remove `key`'s entry; `key` as for
+    /// [`contains_key`](Self::contains_key).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::heap::IndexedHeap;
+    /// let mut heap = IndexedHeap::new();
+    /// heap.insert(String::from("a"), 10, 'a');
+    /// assert_eq!(heap.remove("a").map(|e| (e.key, e.value)), Some(("a".to_string(), 'a')));
+    /// assert!(heap.is_empty());
+    /// ```
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<Entry<K, V>>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
         let hash = self.hash_of(key);
         let (slots, meta) = (&self.slots, &self.meta);
         // Every key comparison happens before the index changes.
         let slot = self.index.remove(
             hash,
             |s| meta[s as usize].hash,
-            |s| slots[s as usize].key() == key,
+            |s| key.equivalent(slots[s as usize].key()),
         )?;
         Some(self.take(slot))
     }
 
     /// Remove `key`'s entry only if its stamp is `seq` (so a handle to a
     /// replaced entry cannot remove its replacement).
-    pub(crate) fn remove_seq(&mut self, key: &K, seq: u64) -> Option<Entry<K, V>> {
+    pub(crate) fn remove_seq<Q: ?Sized + Hash + Equivalent<K>>(
+        &mut self,
+        key: &Q,
+        seq: u64,
+    ) -> Option<Entry<K, V>> {
         let hash = self.hash_of(key);
         let slot = self.find(hash, key)?;
         if self.seq_of(&self.nodes[self.meta[slot as usize].pos as usize]) != seq {

@@ -20,6 +20,7 @@
 //! | the same, nobody waits for the outcome | [`TimerPool::schedule_detached`] / [`TimerPool::submit_detached`] | nothing (counted in [`TimerPool::stats`]) |
 //! | run it periodically ([`Repeat`]: fixed rate or delay, [`MissedTicks`], [`OnPanic`]) | [`TimerPool::schedule_repeating`] / [`TimerPool::submit_repeating`] | [`PeriodicHandle`] |
 //! | run it periodically, the closure picking each next delay ([`Next`]) | [`TimerPool::schedule_dynamic`] / [`TimerPool::submit_dynamic`] | [`PeriodicHandle`] |
+//! | run a closure returning `Result` again after a backoff while it fails (`Err` or panic; [`Retry`], [`Retry::retry_if`]) | [`TimerPool::schedule_retrying`] / [`TimerPool::submit_retrying`] | [`RetryHandle`]: its [`Retried`] outcome and attempts |
 //! | hand over many keyed tasks under one lock | [`TimerPool::schedule_batch`], [`TimerPool::schedule_batch_detached`] | handles, or a count |
 //! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
 //! | move a pending task's deadline, keeping its closure and handle | [`TimerPool::reschedule`] | whether it was pending |
@@ -28,6 +29,9 @@
 //! | ask | [`TimerPool::due_of`], [`TimerPool::is_pending`], [`TaskHandle::replaced`], [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
 //! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), [`TimerPool::shutdown_timeout`] (drain, then return what is left), [`TimerPool::begin_shutdown`] with [`TimerPool::await_termination`] (Java's pair), drop | |
 //! | drive time yourself, no threads | [`Scheduler`] with plain `i64` due times | |
+//!
+//! A method that looks a key up takes any borrowed form of it, as `HashMap`
+//! does: `pool.cancel("a")` on a `TimerPool<String>`, with no allocation.
 //!
 //! A [`Builder`] (from [`TimerPool::builder`]) sets workers, capacity, the
 //! clock ([`ManualClock`] for tests), exclusive keys, staleness expiry,
@@ -157,7 +161,8 @@ pub use error::Error;
 pub use pool::{
     Builder, CancelResult, Completion, CompletionKind, CompletionReceiver, Due, Lateness,
     MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Precision, Refused, Repeat, Retried,
-    Retry, RetryHandle, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
+    Retry, RetryHandle, RetryIf, RetryPolicy, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN,
+    MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

@@ -18,6 +18,7 @@
 use crate::heap::{check_capacity, Entry, IndexedHeap, Inserted, Spare};
 use crate::sync::{Condvar, Mutex};
 use crate::Error;
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -171,6 +172,7 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// assert_eq!(s.schedule(2, 50, || ()).unwrap_err(), Error::CapacityReached { capacity: 1 });
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "insert", alias = "insert_at")]
     pub fn schedule<F>(&self, key: K, due: i64, task: F) -> Result<Scheduled, Error>
     where
         F: FnOnce() + Send + 'static,
@@ -214,7 +216,8 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// stopped: cancel returns false.
     ///
     /// The cancelled closure and its key are dropped after the lock is
-    /// released.
+    /// released. `key` may be any borrowed form of the key type, as for
+    /// `HashMap` (`&str` for `String` keys); the lookup allocates nothing.
     ///
     /// # Panics
     ///
@@ -230,9 +233,18 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// s.schedule("k", 10, || unreachable!("cancelled"))?;
     /// assert!(s.cancel(&"k"));
     /// assert_eq!(s.run_due(100), 0);
+    ///
+    /// let owned = Scheduler::new(8)?;
+    /// owned.schedule(String::from("lease"), 10, || ())?;
+    /// assert!(owned.cancel("lease"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn cancel(&self, key: &K) -> bool {
+    #[doc(alias = "remove", alias = "abort")]
+    pub fn cancel<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
         let (removed, retired) = {
             let mut st = self.state.lock();
             let head = st.heap.peek_due();
@@ -251,6 +263,89 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
             }
             None => false,
         }
+    }
+
+    /// Move `key`'s pending task to `due`, keeping its callback (a lease
+    /// renewal, as tokio-util's `DelayQueue::reset`). True iff a task was
+    /// pending under `key`. O(log n); `key` as for [`cancel`](Self::cancel).
+    ///
+    /// # Panics
+    ///
+    /// A panic in the key's `Hash` or `Eq` propagates; nothing changed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Scheduler;
+    /// let s = Scheduler::new(8)?;
+    /// s.schedule(String::from("lease"), 10, || ())?;
+    /// assert!(s.reschedule("lease", 50));
+    /// assert!(!s.reschedule("other", 50));
+    /// assert_eq!((s.run_due(10), s.next()), (0, Some(50)));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    #[doc(alias = "reset")]
+    pub fn reschedule<Q>(&self, key: &Q, due: i64) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        let mut st = self.state.lock();
+        let head = st.heap.peek_due();
+        let moved = st.heap.reschedule(key, due).is_some();
+        if st.heap.peek_due() != head {
+            self.wake.notify_all();
+        }
+        moved
+    }
+
+    /// When `key`'s pending task is due; `None` when nothing is pending
+    /// under it (never scheduled, or already claimed by
+    /// [`run_due`](Self::run_due), or cancelled). `key` as for
+    /// [`cancel`](Self::cancel).
+    ///
+    /// # Panics
+    ///
+    /// A panic in the key's `Hash` or `Eq` propagates.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Scheduler;
+    /// let s = Scheduler::new(8)?;
+    /// s.schedule(String::from("lease"), 10, || ())?;
+    /// assert_eq!(s.due_of("lease"), Some(10));
+    /// assert_eq!(s.due_of("other"), None);
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    #[doc(alias = "deadline")]
+    pub fn due_of<Q>(&self, key: &Q) -> Option<i64>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        self.state.lock().heap.get(key).map(|(due, _)| due)
+    }
+
+    /// True if a task is pending under `key`; see [`due_of`](Self::due_of).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use timerpool::Scheduler;
+    /// let s = Scheduler::new(8)?;
+    /// s.schedule(String::from("lease"), 10, || ())?;
+    /// assert!(s.is_pending("lease"));
+    /// s.run_due(10);
+    /// assert!(!s.is_pending("lease"));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn is_pending<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        self.due_of(key).is_some()
     }
 
     /// The earliest pending due time, in O(1).

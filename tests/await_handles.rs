@@ -174,12 +174,12 @@ fn a_retry_handle_is_awaited_for_its_result() {
                 if t.fetch_add(1, SeqCst) < 2 {
                     panic!("not yet");
                 }
-                "third time"
+                Ok::<_, std::convert::Infallible>("third time")
             },
         )
         .unwrap();
     let done = block_on(h);
-    assert_eq!(done.outcome, Outcome::Completed("third time"));
+    assert_eq!(done.outcome, Outcome::Completed(Ok("third time")));
     assert_eq!(done.attempts, 3);
     assert_eq!(done.last_panic.as_deref(), Some("not yet"));
 }

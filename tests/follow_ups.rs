@@ -89,7 +89,7 @@ fn with_drain_follow_ups_a_retry_keeps_retrying_through_a_drain() {
         .schedule_retrying("job", Duration::ZERO, Retry::fixed(3, SEC), move || {
             n += 1;
             assert!(n > 1, "first attempt fails");
-            n
+            Ok::<_, std::convert::Infallible>(n)
         })
         .unwrap();
     pool.settle(BOUND).unwrap();
@@ -101,6 +101,9 @@ fn with_drain_follow_ups_a_retry_keeps_retrying_through_a_drain() {
     );
     pool.advance_in_steps(&clock, SEC * 2, 10, BOUND).unwrap();
     let done = h.wait_timeout(BOUND).unwrap();
-    assert_eq!((done.outcome, done.attempts), (Outcome::Completed(2), 2));
+    assert_eq!(
+        (done.outcome, done.attempts),
+        (Outcome::Completed(Ok(2)), 2)
+    );
     assert!(pool.await_termination(BOUND));
 }

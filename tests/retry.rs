@@ -1,9 +1,11 @@
 //! Tests for retry policies: a task that panics runs again after its
-//! backoff under the same key, with the manual clock and no sleeps.
+//! backoff under the same key, with the manual clock and no sleeps
+//! (`retry_errors.rs` has the tasks that return `Err`).
 
 mod common;
 use common::*;
 
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use timerpool::{Clock, Error, ManualClock, Outcome, Retry, TimerPool};
@@ -28,7 +30,7 @@ fn flaky(
     succeed_on: u32,
 ) -> (
     Arc<Mutex<Vec<Duration>>>,
-    impl FnMut() -> u32 + Send + 'static,
+    impl FnMut() -> Result<u32, Infallible> + Send + 'static,
 ) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (s, c, t0) = (seen.clone(), clock.clone(), clock.now());
@@ -39,7 +41,7 @@ fn flaky(
         if n != succeed_on {
             panic!("attempt {n} failed");
         }
-        n
+        Ok(n)
     };
     (seen, job)
 }
@@ -54,7 +56,7 @@ fn a_fixed_backoff_retries_until_an_attempt_returns() {
     pool.advance_in_steps(&clock, SEC * 10, 20, BOUND).unwrap();
     assert_eq!(*seen.lock().unwrap(), vec![Duration::ZERO, SEC, SEC * 2]);
     let done = h.wait_timeout(BOUND).unwrap();
-    assert_eq!(done.outcome, Outcome::Completed(3));
+    assert_eq!(done.outcome, Outcome::Completed(Ok(3)));
     assert_eq!(done.attempts, 3);
     assert_eq!(done.last_panic.as_deref(), Some("attempt 2 failed"));
 }
@@ -149,15 +151,53 @@ fn a_shutdown_stops_a_task_waiting_to_retry_by_default() {
 #[test]
 fn a_bad_retry_policy_is_an_error_value() {
     let (_clock, pool) = quiet_manual_pool(1);
-    let zero = pool.schedule_retrying("job", Duration::ZERO, Retry::fixed(0, SEC), || ());
+    let ok = || Ok::<(), Infallible>(());
+    let zero = pool.schedule_retrying("job", Duration::ZERO, Retry::fixed(0, SEC), ok);
     assert!(matches!(zero.unwrap_err(), Error::InvalidRetry(_)));
     for jitter in [-0.1, 1.5, f64::NAN] {
         let policy = Retry::fixed(3, SEC).jitter(jitter);
-        let bad = pool.schedule_retrying("job", Duration::ZERO, policy, || ());
+        let bad = pool.schedule_retrying("job", Duration::ZERO, policy, ok);
         assert!(
             matches!(bad.unwrap_err(), Error::InvalidRetry(_)),
             "{jitter}"
         );
     }
     assert_eq!(pool.len(), 0);
+}
+
+#[test]
+fn a_panic_then_an_error_ends_with_the_error_and_the_panic_kept() {
+    let (clock, pool) = quiet_manual_pool(1);
+    let mut n = 0;
+    let h = pool
+        .schedule_retrying("job", Duration::ZERO, Retry::fixed(2, SEC), move || {
+            n += 1;
+            match n {
+                1 => panic!("attempt 1 panicked"),
+                _ => Err::<(), _>(format!("attempt {n} failed")),
+            }
+        })
+        .unwrap();
+    pool.advance_in_steps(&clock, SEC * 5, 10, BOUND).unwrap();
+    let done = h.wait_timeout(BOUND).unwrap();
+    assert_eq!(
+        (done.outcome, done.attempts),
+        (Outcome::Completed(Err("attempt 2 failed".to_string())), 2)
+    );
+    assert_eq!(done.last_panic.as_deref(), Some("attempt 1 panicked"));
+}
+
+#[test]
+fn a_retry_predicate_that_panics_ends_the_task_as_panicked() {
+    let (_clock, pool) = quiet_manual_pool(1);
+    let policy = Retry::fixed(3, SEC).retry_if(|_: &u16| panic!("predicate broke"));
+    let h = pool
+        .schedule_retrying("job", Duration::ZERO, policy, || Err::<(), u16>(503))
+        .unwrap();
+    let done = h.wait_timeout(BOUND).unwrap();
+    assert_eq!(
+        (done.outcome, done.attempts),
+        (Outcome::Panicked("predicate broke".to_string()), 1)
+    );
+    assert!(!pool.is_pending(&"job"));
 }

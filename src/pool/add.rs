@@ -42,6 +42,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(at.wait(), Outcome::Completed("at an instant"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "insert", alias = "insert_at")]
     pub fn schedule<F, T>(
         &self,
         key: K,
@@ -73,6 +74,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!((first.wait(), second.wait()), (Outcome::Completed(1), Outcome::Completed(2)));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "execute", alias = "execute_after")]
     pub fn submit<F, T>(&self, when: impl Into<Due>, f: F) -> Result<TaskHandle<T, K>, Error>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -128,6 +130,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(rx.recv().unwrap(), "fired");
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "execute")]
     pub fn submit_detached<F>(&self, when: impl Into<Due>, f: F) -> Result<(), Error>
     where
         F: FnOnce() + Send + 'static,
@@ -162,6 +165,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(tick.wait(), Outcome::Cancelled);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "scheduleAtFixedRate", alias = "scheduleWithFixedDelay")]
     pub fn schedule_repeating<F>(
         &self,
         key: K,
@@ -193,6 +197,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(h.runs(), 3);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(
+        alias = "execute_at_fixed_rate",
+        alias = "execute_with_fixed_delay",
+        alias = "scheduleAtFixedRate",
+        alias = "scheduleWithFixedDelay"
+    )]
     pub fn submit_repeating<F>(
         &self,
         first: impl Into<Due>,
@@ -281,6 +291,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(h.wait(), Outcome::Completed(()));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(
+        alias = "execute_with_dynamic_delay",
+        alias = "execute_at_dynamic_rate"
+    )]
     pub fn submit_dynamic<F>(
         &self,
         first: impl Into<Due>,

@@ -5,15 +5,15 @@
 
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State};
-use super::task::TaskKey;
+use super::task::{Lookup, TaskKey};
 use super::time::Now;
 use crate::sync::MutexGuard;
 
 /// `Fault::CancelCheckThenRemove`: look up, unlock, remove, and report the
 /// lookup. `seq` restricts it to one stamp, as a handle's cancel does.
-pub(crate) fn cancel_check_then_remove<K: Key>(
+pub(crate) fn cancel_check_then_remove<K: Key, Q: ?Sized + Lookup<K>>(
     shared: &Shared<K>,
-    key: &TaskKey<K>,
+    key: &Q,
     seq: Option<u64>,
 ) -> bool {
     let pending = match shared.state.lock().heap.get(key) {

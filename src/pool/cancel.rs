@@ -6,14 +6,14 @@ use super::broken;
 use super::fault::Fault;
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State};
-use super::task::{PoolEntry, Task, TaskKey};
+use super::task::{Lookup, PoolEntry, Task, TaskKey};
 
 impl<K: Key> State<K> {
     /// Remove `key`'s pending task, from the heap or held for its key; only
     /// the one stamped `seq`, if given.
-    pub(crate) fn remove_pending(
+    pub(crate) fn remove_pending<Q: ?Sized + Lookup<K>>(
         &mut self,
-        key: &TaskKey<K>,
+        key: &Q,
         seq: Option<u64>,
     ) -> Option<PoolEntry<K>> {
         let in_heap = match seq {
@@ -28,7 +28,7 @@ impl<K: Key> Shared<K> {
     /// Step 7: cancel `key`'s pending task (only the one stamped `seq`, if
     /// given, so a handle never cancels a replacement). True iff one was
     /// pending; it is then told `Cancelled` and never runs.
-    pub(crate) fn cancel(&self, key: &TaskKey<K>, seq: Option<u64>) -> bool {
+    pub(crate) fn cancel<Q: ?Sized + Lookup<K>>(&self, key: &Q, seq: Option<u64>) -> bool {
         if self.faults.has(Fault::CancelCheckThenRemove) {
             return broken::cancel_check_then_remove(self, key, seq);
         }
@@ -44,7 +44,11 @@ impl<K: Key> Shared<K> {
     /// Remove `key`'s pending task (the one stamped as `seq` says, read
     /// under the lock) and tell it `Cancelled`. Wakes a draining leader if
     /// that left nothing pending.
-    fn cancel_pending(&self, key: &TaskKey<K>, seq: impl FnOnce() -> Option<u64>) -> bool {
+    fn cancel_pending<Q: ?Sized + Lookup<K>>(
+        &self,
+        key: &Q,
+        seq: impl FnOnce() -> Option<u64>,
+    ) -> bool {
         let (removed, retired) = {
             let mut st = self.state.lock();
             let removed = st.remove_pending(key, seq());

@@ -13,10 +13,16 @@
 
 use super::fault::{Fault, Faults};
 use super::pending::Pending;
-use super::task::{or_lose, PoolEntry, Task, TaskKey};
+use super::task::{or_lose, Lookup, PoolEntry, Task, TaskKey};
 use crate::contain::{catch, forget_payload};
-use std::collections::{HashMap, HashSet};
+use std::collections::hash_map::RandomState;
+use std::collections::HashSet;
 use std::hash::Hash;
+
+/// The held tasks by key: hashbrown's map, whose lookups take any
+/// [`Lookup`] (a borrowed form of a caller's key), where `std`'s take only
+/// what the key type borrows as.
+type HeldMap<K> = hashbrown::HashMap<TaskKey<K>, PoolEntry<K>, RandomState>;
 
 /// The busy keys and the tasks held for them.
 pub(crate) struct ExclusiveKeys<K> {
@@ -25,7 +31,7 @@ pub(crate) struct ExclusiveKeys<K> {
     /// Keys whose task is claimed or running.
     busy: HashSet<TaskKey<K>>,
     /// Due tasks waiting for their busy key.
-    held: HashMap<TaskKey<K>, PoolEntry<K>>,
+    held: HeldMap<K>,
     /// The protocol step the loom models asked to break, if any.
     faults: Faults,
 }
@@ -53,7 +59,7 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
         ExclusiveKeys {
             on,
             busy: HashSet::new(),
-            held: HashMap::new(),
+            held: HeldMap::default(),
             faults,
         }
     }
@@ -126,7 +132,11 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
     }
 
     /// Remove `key`'s held task (only the one stamped `seq`, if given).
-    pub(crate) fn take(&mut self, key: &TaskKey<K>, seq: Option<u64>) -> Option<PoolEntry<K>> {
+    pub(crate) fn take<Q: ?Sized + Lookup<K>>(
+        &mut self,
+        key: &Q,
+        seq: Option<u64>,
+    ) -> Option<PoolEntry<K>> {
         if self.held.is_empty() {
             return None; // the common case: no hashing at all
         }
@@ -137,7 +147,7 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
     }
 
     /// The due time of `key`'s held task, if one is held.
-    pub(crate) fn due_of(&self, key: &TaskKey<K>) -> Option<i64> {
+    pub(crate) fn due_of<Q: ?Sized + Lookup<K>>(&self, key: &Q) -> Option<i64> {
         if self.held.is_empty() {
             return None;
         }

@@ -109,6 +109,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// assert_eq!(h.wait(), Outcome::Cancelled);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
             Some(pool) => pool.cancel(&self.key, Some(self.seq)),
@@ -148,6 +149,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// assert!(h.is_finished());
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "isDone")]
     pub fn is_finished(&self) -> bool {
         self.slot.slot().is_set()
     }
@@ -189,6 +191,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     /// assert_eq!(h.wait(), Outcome::<()>::Panicked("boom".into()));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "get")]
     pub fn wait(self) -> Outcome<T> {
         self.slot.slot().wait()
     }
@@ -338,6 +341,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     /// assert_eq!(h.wait(), Outcome::Cancelled);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
             Some(pool) => pool.cancel_current(&self.key, || self.ctl.seq()),

@@ -30,7 +30,7 @@
 //!   `worker.rs`) lives here so that a start from the hold records it in
 //!   the same critical section that takes the task out.
 
-use super::task::{PoolEntry, TaskKey};
+use super::task::{Lookup, PoolEntry, TaskKey};
 use crate::sync::{Mutex, MutexGuard};
 use std::collections::VecDeque;
 
@@ -80,9 +80,13 @@ impl<K> Hold<K> {
 impl<K: Eq> Held<K> {
     /// Where the task stamped `seq` under `key` waits, if it still does.
     /// Runs the key's `Eq`.
-    pub(crate) fn position(&self, key: &TaskKey<K>, seq: Option<u64>) -> Option<usize> {
+    pub(crate) fn position<Q: ?Sized + Lookup<K>>(
+        &self,
+        key: &Q,
+        seq: Option<u64>,
+    ) -> Option<usize> {
         self.waiting
             .iter()
-            .position(|(_, e)| seq.is_none_or(|s| e.seq == s) && e.key == *key)
+            .position(|(_, e)| seq.is_none_or(|s| e.seq == s) && key.equivalent(&e.key))
     }
 }

@@ -11,7 +11,7 @@ use super::fault::Fault;
 use super::few::Few;
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State, NEAR};
-use super::task::{Task, TaskKey};
+use super::task::{Lookup, Task, TaskKey};
 use super::time::NEVER;
 use crate::contain::drop_quietly;
 use crate::heap::Inserted;
@@ -209,7 +209,7 @@ impl<K: Key> Shared<K> {
     /// task, its stamp and so its handle. True iff one was pending; a
     /// running periodic task's stand-in is not (its next run is put back
     /// when the run ends). Notifies the leader when the head moved.
-    pub(crate) fn reschedule(&self, key: &TaskKey<K>, due: i64) -> bool {
+    pub(crate) fn reschedule<Q: ?Sized + Lookup<K>>(&self, key: &Q, due: i64) -> bool {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         // A task held for its busy key (exclusive keys) is pending too.

@@ -68,7 +68,7 @@ pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
 pub use query::CancelResult;
 pub use refused::Refused;
-pub use retry::{Retried, Retry, RetryHandle};
+pub use retry::{Retried, Retry, RetryHandle, RetryIf, RetryPolicy};
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 pub use wake::{Precision, MAX_SPIN};
@@ -77,10 +77,11 @@ use crate::sync::Arc;
 use crate::Error;
 use crew::Crew;
 use shared::Shared;
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
-use task::TaskKey;
+use task::Keyed;
 use time::NEVER;
 
 /// A pool of worker threads that runs keyed and keyless tasks at their due
@@ -103,7 +104,7 @@ use time::NEVER;
 /// | periodic ([`Repeat`]), with a [`PeriodicHandle`] | [`schedule_repeating`](Self::schedule_repeating) | [`submit_repeating`](Self::submit_repeating) |
 /// | periodic, the closure picks its next delay ([`Next`]) | [`schedule_dynamic`](Self::schedule_dynamic) | [`submit_dynamic`](Self::submit_dynamic) |
 /// | many one-shots under one lock | [`schedule_batch`](Self::schedule_batch), [`schedule_batch_detached`](Self::schedule_batch_detached) | |
-/// | one-shot, run again after a backoff when it panics ([`Retry`]), with a [`RetryHandle`] | [`schedule_retrying`](Self::schedule_retrying) | [`submit_retrying`](Self::submit_retrying) |
+/// | one-shot returning `Result`, run again after a backoff while it returns `Err` or panics ([`Retry`], [`Retry::retry_if`]), with a [`RetryHandle`] | [`schedule_retrying`](Self::schedule_retrying) | [`submit_retrying`](Self::submit_retrying) |
 /// | one-shot, the closure handed back if refused ([`Refused`]) | [`try_schedule`](Self::try_schedule), [`try_schedule_detached`](Self::try_schedule_detached) | [`try_submit`](Self::try_submit) |
 ///
 /// # Examples
@@ -215,6 +216,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// a worker starts it, due or not; a task that has started cannot be
     /// cancelled.
     ///
+    /// `key` may be any borrowed form of the key type, as for `HashMap`
+    /// (`&str` for `String` keys); the lookup allocates nothing. The same
+    /// holds for every method that looks a key up.
+    ///
     /// # Examples
     ///
     /// ```
@@ -226,10 +231,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(pool.cancel(&"lease-7"));
     /// assert!(!pool.cancel(&"lease-7")); // nothing pending any more
     /// assert_eq!(lease.wait(), Outcome::Cancelled);
+    ///
+    /// let sessions = TimerPool::<String>::builder().workers(1).build()?;
+    /// sessions.schedule_detached("s-1".to_string(), Duration::from_secs(30), || ())?;
+    /// assert!(sessions.cancel("s-1")); // a `&str`, no `String` built
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn cancel(&self, key: &K) -> bool {
-        self.shared.cancel(&TaskKey::Keyed(key.clone()), None)
+    #[doc(alias = "remove", alias = "abort")]
+    pub fn cancel<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        self.shared.cancel(&Keyed(key), None)
     }
 
     /// Move `key`'s pending task to `when`, keeping its closure and its
@@ -242,7 +256,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Errors
     ///
     /// [`Error::TimeOutOfRange`] as [`schedule`](Self::schedule); nothing
-    /// moves.
+    /// moves. `key` as for [`cancel`](Self::cancel).
     ///
     /// # Examples
     ///
@@ -260,15 +274,21 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(lease.wait(), Outcome::Completed("expired"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn reschedule(&self, key: &K, when: impl Into<Due>) -> Result<bool, Error> {
+    #[doc(alias = "reset")]
+    pub fn reschedule<Q>(&self, key: &Q, when: impl Into<Due>) -> Result<bool, Error>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
         let due = self.due_ns(when.into())?;
-        Ok(self.shared.reschedule(&TaskKey::Keyed(key.clone()), due))
+        Ok(self.shared.reschedule(&Keyed(key), due))
     }
 
     /// When `key`'s pending task is due (Java's `getDelay`, as an instant on
     /// the pool's clock): a task is pending until a worker starts it, due or
     /// not; a periodic task while it waits for its next run, not while it
-    /// runs. `None` when nothing is pending under `key`.
+    /// runs. `None` when nothing is pending under `key` (any borrowed form
+    /// of the key, as for [`cancel`](Self::cancel)).
     ///
     /// # Examples
     ///
@@ -283,8 +303,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(pool.is_pending(&"offer-9") && !pool.is_pending(&"offer-1"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn due_of(&self, key: &K) -> Option<Instant> {
-        let key = TaskKey::Keyed(key.clone());
+    #[doc(alias = "deadline", alias = "getDelay")]
+    pub fn due_of<Q>(&self, key: &Q) -> Option<Instant>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        let key = Keyed(key);
         let due = {
             let st = self.shared.state.lock();
             let held = || st.exclusive.due_of(&key);
@@ -308,7 +333,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(!pool.is_pending(&"lease"));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn is_pending(&self, key: &K) -> bool {
+    pub fn is_pending<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
         self.due_of(key).is_some()
     }
 
@@ -336,6 +365,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(pool.running(), 0);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "getActiveCount")]
     pub fn running(&self) -> usize {
         let finished = self.shared.counters.finished();
         let started = self.shared.started(&self.shared.state.lock());

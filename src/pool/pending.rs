@@ -50,7 +50,7 @@
 
 use super::fault::{Fault, Faults};
 use super::hold::{Held, Hold, HOLD_MAX};
-use super::task::{PoolEntry, Task, TaskKey};
+use super::task::{Lookup, PoolEntry, Task, TaskKey};
 use crate::heap::{Entry, IndexedHeap, Inserted, Probe, Retired, Spare};
 use crate::sync::{Arc, MutexGuard};
 use hashbrown::HashTable;
@@ -155,11 +155,11 @@ fn held_by<'a, K>(
 
 /// The hold in which `key`'s task waits, locked, and where in it; `hash`
 /// is the lane's hash of the key. Runs the key's `Eq`.
-fn find_held<'a, K: Eq>(
+fn find_held<'a, K: Eq, Q: ?Sized + Lookup<K>>(
     holds: &'a [Hold<K>],
     held: &[HeldAt],
     hash: u64,
-    key: &TaskKey<K>,
+    key: &Q,
 ) -> Option<(MutexGuard<'a, Held<K>>, usize)> {
     for at in held.iter().filter(|at| at.hash == hash) {
         let hold = holds[at.worker].lock();
@@ -200,12 +200,12 @@ impl<K: Hash + Eq> Lane<K> {
     }
 
     /// Where `key` is, if it is here. Runs the key's `Eq` only.
-    fn find(&self, hash: u64, key: &TaskKey<K>) -> Option<u64> {
+    fn find<Q: ?Sized + Lookup<K>>(&self, hash: u64, key: &Q) -> Option<u64> {
         if self.live == 0 {
             return None;
         }
         let found = self.index.find(hash, |&(h, pos)| {
-            h == hash && self.live_at(pos).is_some_and(|e| e.key == *key)
+            h == hash && self.live_at(pos).is_some_and(|e| key.equivalent(&e.key))
         });
         found.map(|&(_, pos)| pos)
     }
@@ -317,7 +317,11 @@ impl<K: Hash + Eq> Pending<K> {
 
     /// The hold in which `key`'s task waits, locked, and where in it;
     /// `hash` is the lane's hash of the key. Runs the key's `Eq`.
-    fn find_held(&self, hash: u64, key: &TaskKey<K>) -> Option<(MutexGuard<'_, Held<K>>, usize)> {
+    fn find_held<Q: ?Sized + Lookup<K>>(
+        &self,
+        hash: u64,
+        key: &Q,
+    ) -> Option<(MutexGuard<'_, Held<K>>, usize)> {
         let absent = self.held_filter & bucket(hash) == 0;
         if absent || self.faults.has(Fault::LookupSkipsHolds) {
             return None;
@@ -363,7 +367,7 @@ impl<K: Hash + Eq> Pending<K> {
 
     /// Where `key` is in the lane, with the heap's probe for it.
     #[inline(always)]
-    fn probe(&self, key: &TaskKey<K>) -> (Probe, Option<u64>) {
+    fn probe<Q: ?Sized + Lookup<K>>(&self, key: &Q) -> (Probe, Option<u64>) {
         let probe = self.heap.probe(key);
         // An empty lane (the common case) is not searched at all.
         let in_lane = (!probe.found() && self.lane.live > 0)
@@ -373,10 +377,10 @@ impl<K: Hash + Eq> Pending<K> {
     }
 
     /// Due time and stamp of `key`'s pending task.
-    pub(crate) fn get(&self, key: &TaskKey<K>) -> Option<(i64, u64)> {
+    pub(crate) fn get<Q: ?Sized + Lookup<K>>(&self, key: &Q) -> Option<(i64, u64)> {
         match self.probe(key) {
             (_, Some(pos)) => Some((self.lane.at(pos).due, self.lane.at(pos).seq)),
-            (probe, None) if probe.found() => self.heap.get(key),
+            (probe, None) if probe.found() => self.heap.get_equivalent(key),
             (probe, None) => {
                 let (hold, i) = self.find_held(spread(&probe), key)?;
                 let entry = &hold.waiting[i].1;
@@ -386,13 +390,18 @@ impl<K: Hash + Eq> Pending<K> {
     }
 
     /// True if `key` has a pending task.
-    pub(crate) fn contains_key(&self, key: &TaskKey<K>) -> bool {
+    pub(crate) fn contains_key<Q: ?Sized + Lookup<K>>(&self, key: &Q) -> bool {
         self.get(key).is_some()
     }
 
     /// Take `key`'s task out of the hold it waits in (only the one stamped
     /// `seq`, if given); `hash` is the lane's hash of the key.
-    fn take_held(&mut self, hash: u64, key: &TaskKey<K>, seq: Option<u64>) -> Option<PoolEntry<K>> {
+    fn take_held<Q: ?Sized + Lookup<K>>(
+        &mut self,
+        hash: u64,
+        key: &Q,
+        seq: Option<u64>,
+    ) -> Option<PoolEntry<K>> {
         let (mut hold, i) = self.find_held(hash, key)?;
         if seq.is_some_and(|seq| hold.waiting[i].1.seq != seq) {
             return None;
@@ -452,7 +461,11 @@ impl<K: Hash + Eq> Pending<K> {
     /// `key`'s task out of the hold it waits in, if the heap does not have
     /// it (`probe`) and a hold may (there are records).
     #[inline]
-    fn take_held_probed(&mut self, probe: &Probe, key: &TaskKey<K>) -> Option<PoolEntry<K>> {
+    fn take_held_probed<Q: ?Sized + Lookup<K>>(
+        &mut self,
+        probe: &Probe,
+        key: &Q,
+    ) -> Option<PoolEntry<K>> {
         if probe.found() || self.held.is_empty() {
             return None;
         }
@@ -524,12 +537,12 @@ impl<K: Hash + Eq> Pending<K> {
 
     /// Move `key`'s pending task to `due`, keeping its task and stamp; its
     /// old due time, or `None` if nothing is pending under it.
-    pub(crate) fn reschedule(&mut self, key: &TaskKey<K>, due: i64) -> Option<i64> {
+    pub(crate) fn reschedule<Q: ?Sized + Lookup<K>>(&mut self, key: &Q, due: i64) -> Option<i64> {
         let mut entry = match self.probe(key) {
             (_, Some(pos)) => self.lane.take(pos),
             (probe, None) => match self.take_held_probed(&probe, key) {
                 Some(entry) => entry,
-                None => return self.heap.reschedule(key, due),
+                None => return self.heap.reschedule_equivalent(key, due),
             },
         };
         let old = entry.due;
@@ -553,7 +566,7 @@ impl<K: Hash + Eq> Pending<K> {
     }
 
     /// Take out `key`'s pending task.
-    pub(crate) fn remove(&mut self, key: &TaskKey<K>) -> Option<PoolEntry<K>> {
+    pub(crate) fn remove<Q: ?Sized + Lookup<K>>(&mut self, key: &Q) -> Option<PoolEntry<K>> {
         match self.probe(key) {
             (_, Some(pos)) => Some(self.lane.take(pos)),
             (probe, None) => match self.take_held_probed(&probe, key) {
@@ -564,7 +577,11 @@ impl<K: Hash + Eq> Pending<K> {
     }
 
     /// Take out `key`'s pending task only if its stamp is `seq`.
-    pub(crate) fn remove_seq(&mut self, key: &TaskKey<K>, seq: u64) -> Option<PoolEntry<K>> {
+    pub(crate) fn remove_seq<Q: ?Sized + Lookup<K>>(
+        &mut self,
+        key: &Q,
+        seq: u64,
+    ) -> Option<PoolEntry<K>> {
         match self.probe(key) {
             (_, Some(pos)) if self.lane.at(pos).seq == seq => Some(self.lane.take(pos)),
             (_, Some(_)) => None,

@@ -9,9 +9,11 @@
 //!   hold's, in the lock order) and clones nothing but what it returns.
 
 use super::outcome::Abandon;
-use super::task::TaskKey;
+use super::task::{Keyed, TaskKey};
 use super::TimerPool;
 use crate::contain::drop_quietly;
+use hashbrown::Equivalent;
+use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::Hash;
 
@@ -53,6 +55,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// [`running_keys`](Self::running_keys) counts it). Reads one slot per
     /// worker under the lock; clones nothing. A key may be running and
     /// pending at once (its next task waits, or a periodic task's run).
+    /// `key` may be any borrowed form of the key type (`&str` for `String`
+    /// keys), as for [`cancel`](Self::cancel).
     ///
     /// # Examples
     ///
@@ -64,9 +68,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(!pool.is_running(&"later"), "pending, not running");
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn is_running(&self, key: &K) -> bool {
+    pub fn is_running<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
         let st = self.shared.state.lock();
-        self.shared.any_running(&st, |k| k.keyed() == Some(key))
+        self.shared.any_running(&st, |k| Keyed(key).equivalent(k))
     }
 }
 
@@ -123,7 +131,8 @@ const CHUNK: usize = 256;
 impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// [`cancel`](Self::cancel), telling apart "was pending, now
     /// cancelled", "already started and running" and "no such key", all
-    /// read in the one critical section that cancels.
+    /// read in the one critical section that cancels. `key` as for
+    /// [`cancel`](Self::cancel).
     ///
     /// # Examples
     ///
@@ -136,19 +145,23 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(pool.cancel_result(&"never-scheduled"), CancelResult::Absent);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn cancel_result(&self, key: &K) -> CancelResult {
-        let key = TaskKey::Keyed(key.clone());
+    #[doc(alias = "try_remove")]
+    pub fn cancel_result<Q>(&self, key: &Q) -> CancelResult
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        let key = Keyed(key);
         let (removed, running, retired) = {
             let mut st = self.shared.state.lock();
             let removed = st.remove_pending(&key, None);
             if removed.is_some() {
                 self.shared.notify_if_drained(&st);
             }
-            let running = removed.is_none() && self.shared.any_running(&st, |k| *k == key);
+            let running = removed.is_none() && self.shared.any_running(&st, |k| key.equivalent(k));
             (removed, running, st.heap.take_retired())
         };
         drop(retired);
-        drop_quietly(key);
         match removed {
             Some(entry) => {
                 self.shared

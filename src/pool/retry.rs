@@ -1,15 +1,20 @@
-//! Retry policies: a one-shot task that, when it panics, runs again after a
+//! Retry policies: a one-shot task returning `Result` that, when an attempt
+//! returns `Err` (one its policy retries) or panics, runs again after a
 //! backoff under the same key, up to a number of attempts. Built on the
 //! dynamic periodic task (`periodic.rs`, [`Next`]): the pool sees a
-//! periodic task whose closure catches the job's panic and picks the next
-//! delay, or stops. So a retry is cancelled, replaced and shut down as a
-//! periodic task is, and between attempts it is pending under its key.
+//! periodic task whose closure catches the job's panic, asks the policy
+//! about an error, and picks the next delay, or stops. So a retry is
+//! cancelled, replaced, rescheduled and shut down as a periodic task is,
+//! and between attempts it is pending under its key.
 //!
 //! # Ground rules
 //!
 //! - The attempt record ([`Attempts`]) is written only by the task's runs,
 //!   which never overlap, and read by its handle once the task stopped (or
-//!   for a count); its lock is never held across user code.
+//!   for a count); its lock is never held across user code (the job, the
+//!   policy's predicate, an error's or a value's `Drop`).
+//! - An `Err` is a value, not a panic: nothing of it reaches the panic
+//!   hook.
 
 use super::handle::PeriodicHandle;
 use super::task::TaskKey;
@@ -25,8 +30,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// When a task that panicked runs again, and how often: a retry policy for
-/// [`TimerPool::schedule_retrying`].
+/// When a task whose attempt failed (returned `Err`, or panicked) runs
+/// again, and how often: a retry policy for
+/// [`TimerPool::schedule_retrying`]. As it is, it retries every error; with
+/// [`retry_if`](Self::retry_if) only those a predicate picks.
 ///
 /// The delay after the `n`-th failed attempt is `first` for a fixed
 /// backoff, `first * 2^(n-1)` up to `cap` for an exponential one; with
@@ -151,6 +158,39 @@ impl Retry {
         Ok(self)
     }
 
+    /// Retry only the errors `pred` picks: an attempt that returns an
+    /// error `pred` says no to (a 404, a refused credential: not worth
+    /// another try) ends the task at once with that error. Panics are
+    /// retried either way. Call it last, after the backoff settings.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{ManualClock, Outcome, Retry, TimerPool};
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// enum SendError { Unavailable, NotFound }
+    ///
+    /// let clock = ManualClock::new();
+    /// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
+    /// let policy = Retry::fixed(5, Duration::from_secs(1))
+    ///     .retry_if(|e: &SendError| *e == SendError::Unavailable);
+    /// let h = pool.schedule_retrying("hook", Duration::ZERO, policy, || -> Result<(), _> {
+    ///     Err(SendError::NotFound)
+    /// })?;
+    /// pool.settle(Duration::from_secs(10))?;
+    /// let done = h.wait();
+    /// assert_eq!((done.outcome, done.attempts), (Outcome::Completed(Err(SendError::NotFound)), 1));
+    /// # Ok::<(), timerpool::Error>(())
+    /// ```
+    pub fn retry_if<E, P>(self, pred: P) -> RetryIf<P>
+    where
+        P: FnMut(&E) -> bool + Send + 'static,
+    {
+        RetryIf { retry: self, pred }
+    }
+
     /// The delay after the `failed`-th failure, jittered by `rng`.
     fn delay(&self, failed: u32, rng: &mut SplitMix) -> Duration {
         let d = self.backoff(failed);
@@ -158,6 +198,82 @@ impl Retry {
             return d;
         }
         d.saturating_sub(d.mul_f64(self.jitter * rng.unit()))
+    }
+}
+
+/// A [`Retry`] that retries only the errors its predicate picks: made by
+/// [`Retry::retry_if`].
+#[derive(Clone, Copy)]
+pub struct RetryIf<P> {
+    /// The backoff.
+    retry: Retry,
+    /// Which errors are worth another attempt.
+    pred: P,
+}
+
+impl<P> fmt::Debug for RetryIf<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryIf")
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`TimerPool::schedule_retrying`] takes for a task whose attempts
+/// return `Result<_, E>`: a [`Retry`] (every error is retried) or a
+/// [`RetryIf`] (the errors its predicate picks). Sealed: those two are
+/// all.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use timerpool::{Retry, RetryPolicy};
+///
+/// fn accepts<E>(_: impl RetryPolicy<E>) {}
+/// accepts::<std::io::Error>(Retry::fixed(3, Duration::from_secs(1)));
+/// accepts(Retry::fixed(3, Duration::from_secs(1)).retry_if(|e: &std::io::Error| {
+///     e.kind() == std::io::ErrorKind::TimedOut
+/// }));
+/// ```
+pub trait RetryPolicy<E>: sealed::Policy<E> {}
+
+impl<E, P: sealed::Policy<E>> RetryPolicy<E> for P {}
+
+/// The methods of [`RetryPolicy`], out of reach outside the crate.
+mod sealed {
+    use super::Retry;
+
+    /// A retry policy as the pool uses it.
+    pub trait Policy<E>: Send + 'static {
+        /// The backoff.
+        fn backoff_policy(&self) -> Retry;
+        /// True if an attempt that returned `error` may be tried again
+        /// (attempts permitting). Runs user code.
+        fn retries(&mut self, error: &E) -> bool;
+    }
+
+    impl<E> Policy<E> for Retry {
+        fn backoff_policy(&self) -> Retry {
+            *self
+        }
+
+        fn retries(&mut self, _: &E) -> bool {
+            true
+        }
+    }
+
+    impl<E, P> Policy<E> for super::RetryIf<P>
+    where
+        P: FnMut(&E) -> bool + Send + 'static,
+    {
+        fn backoff_policy(&self) -> Retry {
+            self.retry
+        }
+
+        fn retries(&mut self, error: &E) -> bool {
+            (self.pred)(error)
+        }
     }
 }
 
@@ -182,12 +298,20 @@ struct Attempts<T> {
     made: u32,
     /// The latest attempt's panic message.
     last_panic: Option<String>,
-    /// The value of the attempt that returned.
+    /// What the last attempt returned: its value, or an error not retried.
     value: Option<T>,
 }
 
 /// A retried task's final result: its outcome, how many attempts ran, and
-/// the last panic's message.
+/// the last panic's message. `T` is what the task's closure returns, a
+/// `Result`.
+///
+/// The outcome is [`Outcome::Completed`] with what the last attempt
+/// returned: `Ok` from the attempt that succeeded, or `Err` with the typed
+/// error of the last attempt once the attempts are spent or the policy
+/// declined to retry it; [`Outcome::Panicked`] with the message once the
+/// last attempt panicked; or why the task stopped before (cancelled,
+/// replaced, shut down, expired).
 ///
 /// # Examples
 ///
@@ -200,22 +324,20 @@ struct Attempts<T> {
 /// let mut calls = 0;
 /// let h = pool.schedule_retrying("flaky", Duration::ZERO, Retry::fixed(3, Duration::from_secs(1)), move || {
 ///     calls += 1;
-///     if calls < 2 { panic!("try {calls} failed") }
-///     calls
+///     if calls < 2 { Err(format!("try {calls} failed")) } else { Ok(calls) }
 /// })?;
 /// pool.advance_in_steps(&clock, Duration::from_secs(5), 10, Duration::from_secs(10))?;
 /// let done = h.wait();
-/// assert_eq!(done.outcome, Outcome::Completed(2));
-/// assert_eq!(done.attempts, 2);
-/// assert_eq!(done.last_panic.as_deref(), Some("try 1 failed"));
+/// assert_eq!(done.outcome, Outcome::Completed(Ok(2)));
+/// assert_eq!((done.attempts, done.last_panic), (2, None));
 /// # Ok::<(), timerpool::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retried<T> {
-    /// [`Outcome::Completed`] with the value of the attempt that returned;
-    /// [`Outcome::Panicked`] with the last message once every attempt
-    /// panicked; or why it stopped before (cancelled, replaced, shut down,
-    /// expired).
+    /// [`Outcome::Completed`] with what the last attempt returned (`Ok`,
+    /// or an `Err` not retried); [`Outcome::Panicked`] with the last
+    /// message once the last attempt panicked; or why it stopped before
+    /// (cancelled, replaced, shut down, expired).
     pub outcome: Outcome<T>,
     /// Attempts that ran.
     pub attempts: u32,
@@ -223,7 +345,8 @@ pub struct Retried<T> {
     pub last_panic: Option<String>,
 }
 
-/// The handle of a retried task ([`TimerPool::schedule_retrying`]).
+/// The handle of a retried task ([`TimerPool::schedule_retrying`]); `T` is
+/// what the task's closure returns, a `Result`.
 ///
 /// # Examples
 ///
@@ -231,9 +354,9 @@ pub struct Retried<T> {
 /// use std::time::Duration;
 /// use timerpool::{ManualClock, Outcome, Retry, TimerPool};
 /// let clock = ManualClock::new();
-/// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).quiet_panics(true).build()?;
-/// let h = pool.schedule_retrying("sync", Duration::ZERO, Retry::fixed(5, Duration::from_secs(60)), || -> () {
-///     panic!("remote down")
+/// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
+/// let h = pool.schedule_retrying("sync", Duration::ZERO, Retry::fixed(5, Duration::from_secs(60)), || -> Result<(), _> {
+///     Err("remote down")
 /// })?;
 /// pool.settle(Duration::from_secs(10))?;
 /// assert_eq!((h.attempts(), h.is_finished(), h.key()), (1, false, Some(&"sync")));
@@ -261,6 +384,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> RetryHandle<T, K> {
     /// Stop the task: true iff it was still live (pending, or an attempt
     /// running, after which no other follows); the outcome is then
     /// [`Outcome::Cancelled`].
+    #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         self.inner.cancel()
     }
@@ -339,22 +463,36 @@ fn result<T>(outcome: Outcome<()>, attempts: &Mutex<Attempts<T>>) -> Retried<T> 
 }
 
 impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
-    /// Run `f` at `when` under `key`; if it panics, run it again after the
-    /// backoff `retry` says, until an attempt returns or `retry`'s attempts
-    /// are spent. Between attempts the task is pending under `key`, so a
-    /// schedule of the key replaces it and a cancel stops it, as for any
-    /// task. The handle's [`Retried`] carries the outcome, the attempts
-    /// made and the last panic's message. A retried task is a dynamic
-    /// periodic task underneath: it counts as one in
-    /// [`stats`](Self::stats) (each attempt a periodic run; a panicking
-    /// attempt is caught by the retry, so it shows in [`Retried`], the
-    /// periodic panic counters stay at zero, and it still goes through the
-    /// process's panic hook unless the pool has
-    /// [`quiet_panics`](crate::Builder::quiet_panics)). After a run skipped
-    /// as stale ([`expire_after`](crate::Builder::expire_after)) it tries
-    /// again after the first backoff. A shutdown stops it between attempts
+    /// Run `f` at `when` under `key`; while an attempt returns an `Err`
+    /// that `retry` retries (every error for a [`Retry`], those its
+    /// predicate picks for a [`RetryIf`]) or panics, run it again after the
+    /// backoff `retry` says, until an attempt returns `Ok`, returns an
+    /// error not worth retrying, or `retry`'s attempts are spent.
+    ///
+    /// The handle's [`Retried`] carries the outcome
+    /// (`Completed(Ok(value))`, `Completed(Err(error))` with the typed
+    /// error of the last attempt, `Panicked` if the last attempt panicked,
+    /// or why it stopped before), the attempts made and the last panic's
+    /// message. An `Err` is a value, not a panic: nothing is printed for
+    /// it. A panicking attempt still goes through the process's panic hook
+    /// unless the pool has [`quiet_panics`](crate::Builder::quiet_panics);
+    /// a predicate that panics ends the task as [`Outcome::Panicked`].
+    ///
+    /// Between attempts the task is pending under `key`: a schedule of the
+    /// key replaces it, [`cancel`](Self::cancel) stops it and
+    /// [`reschedule`](Self::reschedule) moves its next attempt, as for any
+    /// task. A retried task is a dynamic periodic task underneath: it
+    /// counts as one in [`stats`](Self::stats) (each attempt a periodic
+    /// run; an attempt's panic is caught by the retry, so it shows in
+    /// [`Retried`] and the periodic panic counters stay at zero). After a
+    /// run skipped as stale
+    /// ([`expire_after`](crate::Builder::expire_after)) it tries again
+    /// after the first backoff. A shutdown stops it between attempts
     /// ([`Outcome::Shutdown`]) unless the pool was built with
     /// [`Builder::drain_follow_ups`](crate::Builder::drain_follow_ups).
+    ///
+    /// A closure that cannot fail but may panic returns
+    /// `Ok::<_, std::convert::Infallible>(value)`.
     ///
     /// # Errors
     ///
@@ -370,26 +508,26 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// let clock = ManualClock::new();
     /// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
     /// let policy = Retry::exponential(3, Duration::from_secs(1), Duration::from_secs(60));
-    /// let h = pool.schedule_retrying("upload", Duration::ZERO, policy, || -> () {
-    ///     panic!("server unavailable")
+    /// let h = pool.schedule_retrying("upload", Duration::ZERO, policy, || -> Result<(), u16> {
+    ///     Err(503)
     /// })?;
     /// // Attempts at 0 s, 1 s and 3 s.
     /// pool.advance_in_steps(&clock, Duration::from_secs(10), 10, Duration::from_secs(10))?;
     /// let done = h.wait();
-    /// assert_eq!(done.outcome, Outcome::Panicked("server unavailable".into()));
-    /// assert_eq!(done.attempts, 3);
+    /// assert_eq!((done.outcome, done.attempts), (Outcome::Completed(Err(503)), 3));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn schedule_retrying<F, T>(
+    pub fn schedule_retrying<F, T, E>(
         &self,
         key: K,
         when: impl Into<Due>,
-        retry: Retry,
+        retry: impl RetryPolicy<E>,
         f: F,
-    ) -> Result<RetryHandle<T, K>, Error>
+    ) -> Result<RetryHandle<Result<T, E>, K>, Error>
     where
-        F: FnMut() -> T + Send + 'static,
+        F: FnMut() -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Send + 'static,
     {
         self.add_retrying(TaskKey::Keyed(key), when.into(), retry, f)
     }
@@ -406,41 +544,45 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// use std::time::Duration;
     /// use timerpool::{Outcome, Retry, TimerPool};
     /// let pool = TimerPool::<u64>::builder().workers(1).build()?;
-    /// let h = pool.submit_retrying(Duration::ZERO, Retry::fixed(3, Duration::from_millis(1)), || "first try")?;
+    /// let h = pool.submit_retrying(Duration::ZERO, Retry::fixed(3, Duration::from_millis(1)), || {
+    ///     Ok::<_, std::io::Error>("first try")
+    /// })?;
     /// let done = h.wait_timeout(Duration::from_secs(10)).unwrap();
-    /// assert_eq!((done.outcome, done.attempts), (Outcome::Completed("first try"), 1));
+    /// assert_eq!((done.outcome.completed().unwrap().unwrap(), done.attempts), ("first try", 1));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
-    pub fn submit_retrying<F, T>(
+    pub fn submit_retrying<F, T, E>(
         &self,
         when: impl Into<Due>,
-        retry: Retry,
+        retry: impl RetryPolicy<E>,
         f: F,
-    ) -> Result<RetryHandle<T, K>, Error>
+    ) -> Result<RetryHandle<Result<T, E>, K>, Error>
     where
-        F: FnMut() -> T + Send + 'static,
+        F: FnMut() -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Send + 'static,
     {
         self.add_retrying(self.shared.anon_key(), when.into(), retry, f)
     }
 
     /// A retried task, as a dynamic periodic task.
-    fn add_retrying<F, T>(
+    fn add_retrying<F, T, E>(
         &self,
         key: TaskKey<K>,
         when: Due,
-        retry: Retry,
+        policy: impl RetryPolicy<E>,
         f: F,
-    ) -> Result<RetryHandle<T, K>, Error>
+    ) -> Result<RetryHandle<Result<T, E>, K>, Error>
     where
-        F: FnMut() -> T + Send + 'static,
+        F: FnMut() -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Send + 'static,
     {
-        let retry = match retry.checked() {
+        let retry = match policy.backoff_policy().checked() {
             Ok(r) => r,
             Err(e) => {
                 self.shared.counters.refused(1);
-                drop_quietly(f);
+                drop_quietly((f, policy));
                 return Err(e);
             }
         };
@@ -452,7 +594,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         let seed = retry
             .seed
             .unwrap_or_else(|| std::collections::hash_map::RandomState::new().hash_one(0u8));
-        let job = attempt(f, retry, SplitMix(seed), attempts.clone());
+        let job = attempt(f, policy, retry, SplitMix(seed), attempts.clone());
         // Runs after a stale skip as a fixed delay of the first backoff.
         let repeat = Repeat::fixed_delay(retry.first.max(Duration::from_nanos(1)));
         let inner = self.add_periodic(key, when, repeat, job, true)?;
@@ -461,30 +603,42 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 }
 
 /// The closure the periodic task runs: one attempt of `f`, its panic
-/// caught and recorded, and the pick of what follows.
-fn attempt<F, T>(
+/// caught and recorded, an error put to `policy`, and the pick of what
+/// follows.
+fn attempt<F, T, E>(
     mut f: F,
+    mut policy: impl RetryPolicy<E>,
     retry: Retry,
     mut rng: SplitMix,
-    attempts: Arc<Mutex<Attempts<T>>>,
+    attempts: Arc<Mutex<Attempts<Result<T, E>>>>,
 ) -> impl FnMut() -> Next + Send + 'static
 where
-    F: FnMut() -> T + Send + 'static,
+    F: FnMut() -> Result<T, E> + Send + 'static,
     T: Send + 'static,
+    E: Send + 'static,
 {
     move || {
         let result = catch_unwind(AssertUnwindSafe(&mut f));
-        let mut a = attempts.lock();
-        a.made += 1;
+        let made = {
+            let mut a = attempts.lock();
+            a.made += 1;
+            a.made
+        };
+        let more = made < retry.attempts;
         match result {
-            Ok(v) => {
-                a.value = Some(v);
+            Ok(Err(e)) if more && policy.retries(&e) => {
+                drop(e);
+                Next::After(retry.delay(made, &mut rng))
+            }
+            Ok(returned) => {
+                attempts.lock().value = Some(returned);
                 Next::Stop
             }
             Err(payload) => {
-                a.last_panic = Some(panic_message(payload));
-                match a.made < retry.attempts {
-                    true => Next::After(retry.delay(a.made, &mut rng)),
+                let msg = panic_message(payload);
+                attempts.lock().last_panic = Some(msg);
+                match more {
+                    true => Next::After(retry.delay(made, &mut rng)),
                     false => Next::Stop,
                 }
             }

@@ -53,6 +53,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert_eq!(h.wait(), Outcome::Shutdown);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "shutdownNow")]
     pub fn shutdown_now(&self) -> Vec<K> {
         let keys = self.shared.stop_now();
         self.crew.join();
@@ -100,6 +101,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(pool.await_termination(Duration::from_secs(10)));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "awaitTermination")]
     pub fn await_termination(&self, timeout: Duration) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         self.crew.await_exit(&self.shared, deadline)
@@ -118,6 +120,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(pool.is_terminated());
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "isTerminated")]
     pub fn is_terminated(&self) -> bool {
         *self.shared.live.lock() == 0
     }
@@ -162,6 +165,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// assert!(pool.is_shutdown());
     /// # Ok::<(), timerpool::Error>(())
     /// ```
+    #[doc(alias = "isShutdown")]
     pub fn is_shutdown(&self) -> bool {
         self.shared.state.lock().mode != shared::Mode::Running
     }

@@ -14,19 +14,66 @@ use super::time::Now;
 use crate::contain::{catch, drop_quietly, forget_payload, panic_message};
 use crate::heap::Entry;
 use crate::sync::Arc;
+use hashbrown::Equivalent;
 use std::any::Any;
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 /// A task's identity in the heap: the caller's key, or a sequence number for
 /// keyless submissions.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Its `Hash` is the caller's key's own (no variant tag), so that a
+/// borrowed form of the key ([`Keyed`]) hashes as the `TaskKey` it names
+/// and a lookup by `&str` finds a `String` key without building one.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TaskKey<K> {
     /// Scheduled under a caller's key.
     Keyed(K),
     /// Submitted without a key.
     Anon(u64),
 }
+
+impl<K: Hash> Hash for TaskKey<K> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            TaskKey::Keyed(k) => k.hash(state),
+            // A `u64` key writes the number alone; the trailing byte keeps
+            // keyless number `n` from sharing key `n`'s hash (equal hashes
+            // would only cost comparisons: `Eq` tells the variants apart).
+            TaskKey::Anon(n) => {
+                state.write_u64(*n);
+                state.write_u8(0xA5);
+            }
+        }
+    }
+}
+
+/// A borrowed form `Q` of a caller's key, looked up as the
+/// [`TaskKey::Keyed`] it names: it hashes as `Q` (which, by `Borrow`'s
+/// contract, is as the key hashes) and matches a keyed entry whose key
+/// borrows as an equal `Q`, never a keyless one. Building it allocates
+/// nothing.
+pub(crate) struct Keyed<'a, Q: ?Sized>(pub(crate) &'a Q);
+
+impl<Q: ?Sized + Hash> Hash for Keyed<'_, Q> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl<K: Borrow<Q>, Q: ?Sized + Eq> Equivalent<TaskKey<K>> for Keyed<'_, Q> {
+    fn equivalent(&self, key: &TaskKey<K>) -> bool {
+        matches!(key, TaskKey::Keyed(k) if k.borrow() == self.0)
+    }
+}
+
+/// What a pool lookup takes: a [`TaskKey`] itself, or a [`Keyed`] borrowed
+/// form of a caller's key.
+pub(crate) trait Lookup<K>: Hash + Equivalent<TaskKey<K>> {}
+
+impl<K, Q: ?Sized + Hash + Equivalent<TaskKey<K>>> Lookup<K> for Q {}
 
 impl<K> TaskKey<K> {
     /// The caller's key, if any.
@@ -455,6 +502,21 @@ mod tests {
             at: Instant::now(),
             ns: 0,
         }
+    }
+
+    #[test]
+    fn a_borrowed_key_hashes_and_matches_as_the_keyed_task_key() {
+        use std::hash::BuildHasher;
+        let state = foldhash::fast::RandomState::default();
+        let owned: TaskKey<String> = TaskKey::Keyed("lease".to_string());
+        assert_eq!(state.hash_one(&owned), state.hash_one(Keyed("lease")));
+        assert!(Keyed("lease").equivalent(&owned));
+        assert!(!Keyed("other").equivalent(&owned));
+        // A keyless task is never a key, even with the same number.
+        let anon: TaskKey<u64> = TaskKey::Anon(7);
+        assert!(!Keyed(&7u64).equivalent(&anon));
+        assert!(Keyed(&7u64).equivalent(&TaskKey::Keyed(7)));
+        assert_ne!(state.hash_one(&anon), state.hash_one(TaskKey::Keyed(7u64)));
     }
 
     #[test]

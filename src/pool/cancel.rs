@@ -80,7 +80,7 @@ impl<K: Key> Shared<K> {
             let mut stopped = st.heap.remove_where(stops);
             stopped.extend(st.exclusive.drain_periodic(stops));
             if !self.faults.has(Fault::ShutdownNoNotify) {
-                self.leader_cv.notify_one();
+                self.notify_leader();
             }
             stopped
         };
@@ -110,7 +110,7 @@ impl<K: Key> Shared<K> {
             // Held tasks are already due: they come first.
             let mut drained = st.exclusive.drain();
             drained.extend(st.heap.drain());
-            self.leader_cv.notify_one();
+            self.notify_leader();
             drained
         };
         #[cfg(feature = "tracing")]

@@ -3,11 +3,16 @@
 //!
 //! # Ground rules
 //!
-//! - A deputy is a follower whose receive has a deadline: the real instant
-//!   of the earliest due time it saw pending when it last looked at the
-//!   heap (step 4). The mailbox admits it under its own lock, against the
-//!   number of deputies the wake policy allows (`wake::deputies`); past
-//!   that number a free worker waits untimed.
+//! - A deputy is a follower whose receive has a deadline: shortly past the
+//!   real instant of the earliest due time it saw pending when it last
+//!   looked at the heap (step 4), as the wake policy says
+//!   (`wake::deputy_until`). The mailbox admits it under its own lock,
+//!   against the number of deputies the wake policy allows
+//!   (`wake::deputies`); past that number a free worker waits untimed.
+//! - A deputy is the leader's backup: a leader that finds work due while a
+//!   deputy will wake within the backup's delay passes the lead quietly
+//!   (step 5), and the deputy takes it if the leader has not come back for
+//!   it by then.
 //! - A deputy never waits on the leader's condition variable: the leader
 //!   stays the one thread a new earlier task, a cancel and a shutdown wake.
 //!   When its deadline passes it starts what is due as any worker does
@@ -41,7 +46,8 @@ pub(crate) fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
     let limit = wake::deputies(shared.config.workers);
     let deadline = watch
         .filter(|&due| due < NEVER && limit > 0)
-        .and_then(|due| shared.time.sleep_deadline(due));
+        .and_then(|due| shared.time.sleep_deadline(due))
+        .map(wake::deputy_until);
     match shared.handoff.recv_watching(deadline, limit) {
         Some(msg) => Received::Msg(msg),
         None => Received::Rescue,
@@ -70,7 +76,9 @@ pub(crate) fn asks_for_one<K: Key>(
     let Some(deadline) = head.and_then(|due| shared.time.sleep_deadline(due)) else {
         return false;
     };
-    if plan.dense(deadline, latest_start(shared, st)) || shared.handoff.watched_by(deadline) {
+    if plan.dense(deadline, latest_start(shared, st))
+        || shared.handoff.watched_by(wake::deputy_until(deadline))
+    {
         return false;
     }
     *asked = head;
@@ -125,18 +133,16 @@ mod tests {
             asks_for_one(&shared, &st, &plan, &mut None),
             "a later watch"
         );
-        shared.handoff.pretend_watching(at);
+        shared.handoff.pretend_watching(wake::deputy_until(at));
         assert!(
             !asks_for_one(&shared, &st, &plan, &mut None),
-            "one stands over it"
+            "one stands over it, as the leader's backup"
         );
         drop(st);
-        // Below three workers there are no deputies to ask.
-        for workers in [1, 2] {
-            let shared = engine_with_far_task(workers);
-            let st = shared.state.lock();
-            assert!(!asks_for_one(&shared, &st, &plan, &mut None), "{workers}");
-        }
+        // A lone worker has no deputy to ask.
+        let shared = engine_with_far_task(1);
+        let st = shared.state.lock();
+        assert!(!asks_for_one(&shared, &st, &plan, &mut None), "one worker");
     }
 
     #[test]
@@ -183,8 +189,8 @@ mod tests {
             Received::Msg(Msg::Exit)
         ));
         // A stand-in's due time is no deadline, nor is a passed watch on
-        // two workers, which have no deputies.
+        // one worker, which has no deputies.
         assert!(waits_untimed(engine_with_far_task(3), Some(NEVER)));
-        assert!(waits_untimed(engine_with_far_task(2), Some(0)));
+        assert!(waits_untimed(engine_with_far_task(1), Some(0)));
     }
 }

@@ -16,7 +16,7 @@
 use super::wake::WakePlan;
 use crate::sync::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The hand-off channel: a queue of messages under its own small lock, and
 /// the condition variable the free workers wait on.
@@ -83,23 +83,32 @@ impl<T> Mailbox<T> {
         self.ready.notify_one();
     }
 
-    /// Queue `msg` for a receiver whose deadline has passed, if one is
-    /// waiting, without waking anyone: its own timer is ending its wait (or
-    /// has), and every way out of [`recv_deadline`](Self::recv_deadline)
-    /// looks at the queue under this lock, so it takes the message (or
-    /// another receiver did). Otherwise as [`send`](Self::send). This saves
-    /// a cross-CPU wake-up at the one moment the deputies wake anyway:
-    /// passing the lead at a due time they watched.
-    pub(crate) fn hand_over(&self, msg: T) {
+    /// Queue `msg` without waking anyone if a receiver waits with a
+    /// deadline no later than `within` from now: its own timer ends its
+    /// wait by then, and every way out of a timed receive looks at the
+    /// queue under this lock, so it takes the message unless another
+    /// receiver (the sender itself, back from a short run) took it first.
+    /// Otherwise as [`send`](Self::send). This is step 5's quiet pass: a
+    /// stream of due times costs no wake-up of a follower per due time.
+    pub(crate) fn hand_over(&self, msg: T, within: Duration) {
         let mut inbox = self.inbox.lock();
-        self.hand_over_locked(&mut inbox, msg, Instant::now());
+        self.hand_over_locked(&mut inbox, msg, Instant::now() + within);
     }
 
-    /// [`hand_over`](Self::hand_over) under the lock, at `now`; true if it
-    /// woke a receiver.
-    fn hand_over_locked(&self, inbox: &mut Inbox<T>, msg: T, now: Instant) -> bool {
+    /// Wake one receiver if a message waits with nobody woken for it (a
+    /// message [handed over](Self::hand_over) quietly); otherwise nothing.
+    pub(crate) fn nudge(&self) {
+        let inbox = self.inbox.lock();
+        if !inbox.queue.is_empty() {
+            self.ready.notify_one();
+        }
+    }
+
+    /// [`hand_over`](Self::hand_over) under the lock, quiet for a receiver
+    /// whose deadline is at or before `by`; true if it woke a receiver.
+    fn hand_over_locked(&self, inbox: &mut Inbox<T>, msg: T, by: Instant) -> bool {
         inbox.queue.push_back(msg);
-        let waking = inbox.timed.iter().any(|&deadline| deadline <= now);
+        let waking = inbox.timed.iter().any(|&deadline| deadline <= by);
         if !waking {
             self.ready.notify_one();
         }
@@ -213,7 +222,6 @@ pub(crate) struct Lead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn a_mailbox_delivers_in_order_and_a_deadline_ends_an_empty_wait() {

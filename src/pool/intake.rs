@@ -171,7 +171,7 @@ impl<K: Key> Shared<K> {
     fn end_admission(&self, mut st: MutexGuard<'_, State<K>>, head: Option<i64>, out: Admitted<K>) {
         st.scheduled += out.count;
         if st.heap.peek_due() != head && !self.faults.has(Fault::NoNotifyOnNewHead) {
-            self.leader_cv.notify_one();
+            self.notify_leader();
         }
         drop(st);
         // Most calls replace nothing: checked here, so that they do not pay
@@ -227,7 +227,7 @@ impl<K: Key> Shared<K> {
         let head = st.heap.peek_due();
         st.heap.reschedule(key, due);
         if st.heap.peek_due() != head {
-            self.leader_cv.notify_one();
+            self.notify_leader();
         }
         true
     }

@@ -21,6 +21,9 @@
 //!   due it passes the token on first (step 5), so the next free worker
 //!   leads (or, finding work due, passes it on and starts work too), then
 //!   it starts due tasks itself as any worker does (`worker::start_one`).
+//!   The pass may be quiet (no one woken) while a deputy will wake soon:
+//!   then the token waits in the mailbox for whichever comes first, this
+//!   worker back from its run or the deputy.
 //! - User code runs here: the clock, contained in `time.rs`. Should anything
 //!   unwind out of the leader, [`Holding`] puts the token back into the
 //!   channel, so the pool never loses its leader.
@@ -30,7 +33,7 @@ use super::deputy;
 use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared, State};
-use super::wake::{Wait, WakePlan};
+use super::wake::{self, Wait, WakePlan};
 use crate::sync::{spin_loop, MutexGuard};
 use std::time::Instant;
 
@@ -202,7 +205,11 @@ fn sleep<K>(
 /// Step 5: with the lock released, pass the token on to the next free
 /// worker, and the buffers the heap gave up while shrinking behind it (a
 /// free can stall for milliseconds; a worker with nothing else to do frees
-/// them).
+/// them). The pass is quiet while a deputy will wake within the wake
+/// policy's backup delay (`Mailbox::hand_over`): this worker takes the
+/// token back itself after a short run, and the deputy takes it if the run
+/// is long; a change the leader must see meanwhile wakes a free worker to
+/// take it (`Shared::notify_leader`).
 fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lead) -> Led {
     let retired = st.heap.take_retired();
     drop(st);
@@ -210,7 +217,7 @@ fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lea
         return Led::Start(Some(token));
     }
     if !shared.faults.has(Fault::DropLead) {
-        shared.handoff.hand_over(Msg::Lead(token));
+        shared.handoff.hand_over(Msg::Lead(token), wake::BACKUP);
     }
     // Behind the token: the next free worker leads first.
     shared.free_elsewhere(retired);

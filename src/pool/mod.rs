@@ -4,22 +4,24 @@
 //! floors beneath:
 //!
 //! - `outcome.rs` (outcomes, timing, the slot a task delivers into),
-//!   `time.rs` (the clock, the epoch, every time conversion), `fault.rs`
-//!   (the loom models' fault list), `stats.rs` (counters), `completion.rs`
-//!   (the completion stream's records and channel);
+//!   `time.rs` (the clock, the epoch, every time conversion), `wake.rs`
+//!   (the wake policy: pure, no shared state), `few.rs`, `fault.rs` (the
+//!   loom models' fault list), `stats.rs` (counters), `completion.rs` (the
+//!   completion stream's records and channel);
 //! - `periodic.rs` (policies; a periodic task between runs);
 //! - `task.rs` (the task record: what a heap entry can be);
 //! - `pending.rs` (the pending tasks: the heap, and the ready lane of tasks
-//!   due on arrival beside it);
+//!   due on arrival beside it), `hold.rs` (the workers' holds);
 //! - `handoff.rs` (the mailbox the free workers wait on, what travels
 //!   through it; the lead token), `exclusive.rs` (busy and held keys),
 //!   `builder.rs` (configuration);
 //! - `shared.rs` (the engine's state and lock), with `completions.rs`
 //!   (sending the stream's records) and `trace.rs` (the `tracing` feature);
-//! - the protocol's steps: `intake.rs` (6), `cancel.rs` (7, 8),
-//!   `leader.rs` (1-5), `worker.rs` (4, 10, 11), `settle.rs` (waiting for
-//!   quiet), `drain.rs` (follow-ups while draining), and `broken.rs` (their
-//!   broken twins for loom);
+//! - the protocol's steps: `intake.rs`, `cancel.rs`, `leader.rs`,
+//!   `deputy.rs`, `worker.rs`, `settle.rs` (waiting for quiet), `drain.rs`
+//!   (follow-ups while draining), and `broken.rs` (their broken twins for
+//!   loom); which function does which step is the table at the end of
+//!   `docs/protocol.md`;
 //! - `crew.rs` (the threads), `handle.rs` (what callers hold);
 //! - the caller's side of the façade: `add.rs` (the ways to add work),
 //!   `retry.rs` (retry policies), `refused.rs` (refused work handed back),

@@ -227,12 +227,22 @@ impl<K: Key> Shared<K> {
         st.heap.is_empty() && st.exclusive.is_empty() && !self.follow_ups_may_come(st)
     }
 
+    /// Tell the leader that the head, the mode or the clock changed: notify
+    /// the leader's condition variable, and, if the lead token waits in the
+    /// mailbox (passed quietly, step 5), wake a free worker to take it, so
+    /// the change is seen at once rather than when a deputy's deadline
+    /// passes. Called under the state lock.
+    pub(crate) fn notify_leader(&self) {
+        self.leader_cv.notify_one();
+        self.handoff.nudge();
+    }
+
     /// A draining leader waits for the last pending task; when a removal
     /// (not a start) takes it, the leader must hear of it or it would sleep
     /// until that task's due time, or for ever if it waits untimed.
     pub(crate) fn notify_if_drained(&self, st: &State<K>) {
         if st.mode != Mode::Running && self.drained(st) {
-            self.leader_cv.notify_one();
+            self.notify_leader();
         }
     }
 
@@ -255,5 +265,6 @@ impl<K: Send + 'static> Wake for Shared<K> {
     fn wake(&self) {
         let _st = (!self.faults.has(Fault::WakeWithoutLock)).then(|| self.state.lock());
         self.leader_cv.notify_one();
+        self.handoff.nudge();
     }
 }

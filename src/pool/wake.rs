@@ -28,11 +28,14 @@
 //! first wakes a little before its end (the *warm-up*), because a timed
 //! wait ends later the deeper its CPU slept. [`Precision::Spin`] adds a
 //! fixed window spun before every due time and asks the kernel to end
-//! timed waits at their deadline. On three or more workers, free workers
-//! stand deputy (up to [`MAX_DEPUTIES`]): each waits until the due time it
-//! saw pending, so that a leader whose CPU is held up does not delay due
-//! work while another thread is free. On fewer workers the one free thread
-//! would only double the leader's wake-ups.
+//! timed waits at their deadline. Free workers stand deputy (all but the
+//! leader, up to [`MAX_DEPUTIES`]): each waits until [`BACKUP`] past the
+//! due time it saw pending, so that a leader whose CPU is held up, or
+//! that is running a task, does not delay due work for longer while
+//! another thread is free. Because one will wake that soon anyway, the
+//! leader that finds work due passes the lead quietly, without waking
+//! anyone, and takes it back itself after a short run: a stream of due
+//! times then costs one wake-up each (the leader's), not two.
 //!
 //! # Constants
 //!
@@ -45,7 +48,8 @@
 //! | [`SPIN_SHARE`] | 10 | the early wake spends at most a tenth of one core | lateness and sparse workloads |
 //! | [`MAX_SAVED`] | 2 ms | the most spinning saved up while idle, one burst of sparse timers | sparse workload |
 //! | [`WARM_AFTER`], [`WARM_AHEAD`] | 4 ms, 500 µs | a long wait ends in a short one, which ends closer to its deadline | "Warm-up before long waits" |
-//! | [`MAX_DEPUTIES`] | 3 | free workers watching a due time beside the leader, on 3+ workers | mixed-lengths workload, four workers |
+//! | [`MAX_DEPUTIES`] | 3 | free workers watching a due time beside the leader | mixed-lengths workload, four workers |
+//! | [`BACKUP`] | 200 µs | bounds how long a due task waits for a leader held up or running a task; the quiet pass saves a wake-up per due time | session workload; mixed lengths |
 
 use std::time::{Duration, Instant};
 
@@ -295,15 +299,21 @@ fn warmed(wake_at: Instant, now: Instant) -> Wait {
 }
 
 /// Step 4a: how many free workers stand deputy at once in a pool of
-/// `workers`: none below three workers, else all but the leader up to
-/// [`MAX_DEPUTIES`].
+/// `workers`: all but the leader, up to [`MAX_DEPUTIES`].
 pub(crate) fn deputies(workers: usize) -> usize {
-    if workers < 3 {
-        0
-    } else {
-        (workers - 1).min(MAX_DEPUTIES)
-    }
+    workers.saturating_sub(1).min(MAX_DEPUTIES)
 }
+
+/// Step 4a: until when a deputy that saw a due time at `deadline` waits:
+/// [`BACKUP`] past it, as the leader's backup.
+pub(crate) fn deputy_until(deadline: Instant) -> Instant {
+    deadline + BACKUP
+}
+
+/// How far past a due time a deputy wakes, as the leader's backup; and so
+/// how long the lead may wait in the mailbox passed quietly (step 5) while
+/// a deputy that will wake within it stands.
+pub(crate) const BACKUP: Duration = Duration::from_micros(200);
 
 /// A token bucket of spinning time: earns `1 / SPIN_SHARE` of the real
 /// time that passes, up to [`MAX_SAVED`].
@@ -561,12 +571,14 @@ mod tests {
     }
 
     #[test]
-    fn deputies_stand_only_on_three_workers_or_more_and_at_most_three() {
+    fn all_free_workers_stand_deputy_up_to_three_just_past_the_due_time() {
         assert_eq!(deputies(1), 0);
-        assert_eq!(deputies(2), 0);
+        assert_eq!(deputies(2), 1);
         assert_eq!(deputies(3), 2);
         assert_eq!(deputies(4), 3);
         assert_eq!(deputies(64), MAX_DEPUTIES);
+        let due = Instant::now();
+        assert_eq!(deputy_until(due), due + BACKUP);
     }
 
     #[test]

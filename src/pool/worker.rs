@@ -370,7 +370,7 @@ fn holds_tasks<K: Key>(shared: &Shared<K>, claimed: &Started<K>) -> bool {
 fn fill<K: Key>(shared: &Shared<K>, st: &mut State<K>, now: i64, index: usize) -> usize {
     let (moved, waiting) = st.heap.fill_hold(now, index, shared.config.workers);
     if waiting > 0 {
-        shared.leader_cv.notify_one();
+        shared.notify_leader();
     }
     moved
 }
@@ -558,7 +558,7 @@ fn after_run<K: Key>(shared: &Shared<K>, index: usize, finished: Finished, exclu
         let release_moved = st.heap.peek_due() != head;
         shared.notify_if_drained(st);
         if put_back_moved || release_moved {
-            shared.leader_cv.notify_one();
+            shared.notify_leader();
         }
         (key, leftover)
     };

@@ -22,17 +22,16 @@ mod imp {
 
         /// How many times [`Mutex::lock`] looks at a held lock, a pause
         /// apart, before it falls back to parking_lot's own acquisition:
-        /// as many as std's futex mutex spins (a pause is 28 ns on this
-        /// project's guest, so about 3 µs).
+        /// as many as std's futex mutex spins, a few microseconds.
         const SPINS: u32 = 100;
 
         /// A `parking_lot::Mutex` whose `lock` first spins while the lock
         /// is held. parking_lot spins only a few rounds before it yields
         /// the thread (`sched_yield`), then parks: with a producer and two
-        /// workers meeting on the pool's state lock on two virtual CPUs,
-        /// a burst made 0.22 yields a task, each a system call and most a
-        /// context switch, while the critical sections they waited for
-        /// last 100-200 ns (`docs/benchmarks.md`). A holder that is
+        /// workers meeting on the pool's state lock, a burst made a yield
+        /// every few tasks, each a system call and most a context switch,
+        /// while the critical sections they waited for last a fraction of
+        /// a microsecond. A holder that is
         /// running releases the lock well within the spin; one that is
         /// not costs the spin, then parking_lot's wait. An uncontended
         /// lock is taken at once, as before.

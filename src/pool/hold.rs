@@ -4,7 +4,7 @@
 //!
 //! A burst of due tasks otherwise costs the workers one round of the state
 //! lock per start, the lock the scheduling calls take per task too: that
-//! one lock bounded the burst (`docs/benchmarks.md`). A worker that starts
+//! one lock bounded the burst. A worker that starts
 //! a task from a long lane takes a few more due ones into its hold in the
 //! same critical section (step 4b of `docs/protocol.md`).
 //!

@@ -140,8 +140,9 @@ pub(crate) struct Shared<K> {
 
 impl<K: Key> Shared<K> {
     /// Send buffers the heap or the lane gave up to a free worker to free
-    /// (`Msg::Free`), if there are any: a large free can take the freeing
-    /// thread for hundreds of µs, so neither the leader passing the lead
+    /// (`Msg::Free`), if there are any: a large free can hold the freeing
+    /// thread up (the kernel flushes other CPUs' address translations), so
+    /// neither the leader passing the lead
     /// (step 5) nor a worker that just shrank the heap (step 4d) does it.
     pub(crate) fn free_elsewhere(&self, given: Given<K>) {
         if !given.is_empty() {

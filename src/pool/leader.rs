@@ -269,9 +269,7 @@ fn warm_up<K>(shared: &Shared<K>, wake_at: Instant, now: Instant) -> Option<Inst
 /// Step 5: with the lock released, pass the token on to the next free
 /// worker, and the buffers the heap gave up while shrinking behind it (a
 /// free can stall for milliseconds; a worker with nothing else to do frees
-/// them). The heap's request for a spare is not asked here: the start
-/// that follows asks it and sends it after its run (step 4d), so that it
-/// wakes no worker before the due task begins.
+/// them).
 fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lead) -> Led {
     let retired = st.heap.take_retired();
     drop(st);

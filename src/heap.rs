@@ -281,6 +281,9 @@ pub struct IndexedHeap<K, V, S = DefaultState> {
     meta: Table<Meta>,
     /// Memory given up by shrinking, not yet taken by the owner.
     retired: Retired<K, V>,
+    /// The largest capacity the tables had since the last trim of the
+    /// allocator asked for by a shrink (`shrink.rs`).
+    drained_from: usize,
     /// Key hash → slot number.
     index: SlotIndex,
     /// Hashes keys for the index.
@@ -355,6 +358,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             slots: Chunks::new(),
             meta: table(),
             retired: Retired::none(),
+            drained_from: 0,
             index: SlotIndex::default(),
             hasher,
             next_seq: 0,

@@ -359,6 +359,23 @@ mod os {
     }
 }
 
+/// Ask the process's allocator to give the memory it holds free back to
+/// the system, after a heap drained a large part of what it held
+/// (`shrink.rs`): the payloads it dropped were allocations of their own
+/// (a handle's shared state, a large closure), and glibc keeps small freed
+/// blocks in its bins, inside its heap, until a trim walks them. Other
+/// allocators (musl's, jemalloc, mimalloc) return memory by their own
+/// policy and have no such call; there this does nothing.
+pub(crate) fn trim_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(loom)))]
+    #[allow(unsafe_code)]
+    // SAFETY: `malloc_trim` takes no pointer and only rearranges glibc's
+    // own free lists, under the locks of its arenas.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

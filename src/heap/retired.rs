@@ -16,6 +16,10 @@ use std::fmt;
 /// drops it after unlocking. If the owner never takes it, the heap frees
 /// it itself at its next shrink.
 ///
+/// After a large drain it also asks the allocator, once the memory is
+/// freed, to give its own free memory back to the system (`shrink.rs`,
+/// `pages::trim_allocator`).
+///
 /// Most of the time there is none: the buffers are boxed, so that taking
 /// and dropping an empty `Retired` (after every removal, in the owners)
 /// moves one pointer and tests it.
@@ -33,6 +37,9 @@ pub(super) struct Buffers<K, V> {
     pub(super) index: Vec<Table<u32>>,
     /// Pages given up by tables that shrank in place.
     pub(super) tails: Vec<Tail>,
+    /// The heap has drained a large part of what it held: once the rest is
+    /// freed, ask the allocator to give its free memory back to the system.
+    pub(super) trim: bool,
 }
 
 /// Keep what a table shed in `buffers` (an old buffer) or `tails`.
@@ -52,6 +59,7 @@ impl<K, V> Buffers<K, V> {
             meta: Vec::new(),
             index: Vec::new(),
             tails: Vec::new(),
+            trim: false,
         }
     }
 
@@ -64,13 +72,14 @@ impl<K, V> Buffers<K, V> {
             && self.index.iter().all(|t| t.is_empty())
     }
 
-    /// True when there is nothing to free.
+    /// True when there is nothing to free and no trim to ask for.
     pub(super) fn is_empty(&self) -> bool {
         self.nodes.is_empty()
             && self.chunks.is_empty()
             && self.meta.is_empty()
             && self.index.is_empty()
             && self.tails.is_empty()
+            && !self.trim
     }
 
     /// Bytes the buffers and pages hold (capacity).
@@ -97,6 +106,18 @@ impl<K, V> Retired<K, V> {
     }
 }
 
+impl<K, V> Drop for Retired<K, V> {
+    fn drop(&mut self) {
+        if let Some(buffers) = self.0.take() {
+            let trim = buffers.trim;
+            drop(buffers);
+            if trim {
+                super::pages::trim_allocator();
+            }
+        }
+    }
+}
+
 impl<K, V> fmt::Debug for Retired<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let empty = Buffers::none();
@@ -108,6 +129,7 @@ impl<K, V> fmt::Debug for Retired<K, V> {
             .field("index", &b.index.len())
             .field("tails", &b.tails.len())
             .field("bytes", &b.bytes())
+            .field("trim", &b.trim)
             .finish()
     }
 }

@@ -21,10 +21,25 @@
 //! the pool's worker takes a task out to start it at once and leaves the
 //! shrink's bookkeeping for after the task's run ([`IndexedHeap::sparse`],
 //! [`IndexedHeap::maybe_shrink`], step 4d of `docs/protocol.md`).
+//!
+//! After a large drain the retired memory also carries a request to trim
+//! the allocator (`pages::trim_allocator`): the payloads the drain dropped
+//! were often allocations of their own (a handle's shared state, a closure
+//! too large for its entry), which glibc keeps in its bins until a trim.
 
 use super::pages;
 use super::retired::{keep, Buffers, Retired};
 use super::{IndexedHeap, FLOOR};
+
+/// A heap whose tables held at least this many entries asks for a trim of
+/// the allocator once it has drained down to tables [`TRIM_RATIO`] times
+/// smaller; smaller heaps never ask.
+pub(super) const TRIM_FROM: usize = 1 << 16;
+
+/// How many times smaller the tables must have become since the last trim
+/// (or since they were largest) for the next one: a drain of a large heap
+/// trims a few times, each time after most of what is left went.
+pub(super) const TRIM_RATIO: usize = 8;
 
 impl<K, V, S> IndexedHeap<K, V, S> {
     /// Give memory back once the heap has fallen to a quarter of its
@@ -63,6 +78,7 @@ impl<K, V, S> IndexedHeap<K, V, S> {
         let mut shed = Buffers::none();
         if self.tables_sparse() {
             let target = (len * 2).max(FLOOR);
+            self.drained_from = self.drained_from.max(self.nodes.capacity());
             let t = &mut shed.tails;
             keep(pages::shrink(&mut self.nodes, target), &mut shed.nodes, t);
             keep(pages::shrink(&mut self.meta, target), &mut shed.meta, t);
@@ -70,6 +86,11 @@ impl<K, V, S> IndexedHeap<K, V, S> {
             let (chunks, first) = self.slots.shrink_small(target);
             shed.chunks = chunks;
             keep(first, &mut shed.chunks, t);
+            let now = self.nodes.capacity();
+            if self.drained_from >= TRIM_FROM && self.drained_from >= now * TRIM_RATIO {
+                shed.trim = true;
+                self.drained_from = now;
+            }
         }
         let meta = &self.meta;
         let index = self.index.shrink_if_sparse(|s| meta[s as usize].hash);

@@ -199,6 +199,36 @@ fn a_large_heap_shrinks_in_place_and_sheds_the_pages_past_its_new_end() {
 }
 
 #[test]
+fn a_large_drain_asks_for_a_few_trims_and_a_small_one_for_none() {
+    fn trims(n: u64) -> usize {
+        let mut h = IndexedHeap::new();
+        for k in 0..n {
+            h.insert(k, k as i64, ());
+        }
+        let mut trims = 0;
+        for k in 0..n {
+            h.remove(&k).unwrap();
+            let retired = h.take_retired();
+            trims += usize::from(retired.0.as_ref().is_some_and(|b| b.trim));
+        }
+        h.check_invariants().unwrap();
+        trims
+    }
+    assert_eq!(trims(shrink::TRIM_FROM as u64 / 2), 0, "too small to trim");
+    // Tables of twice `TRIM_FROM` drain to `FLOOR`: a trim each time they
+    // have become `TRIM_RATIO` times smaller, while they were at least
+    // `TRIM_FROM` before.
+    let mut expected = 0;
+    let mut from = 2 * shrink::TRIM_FROM;
+    while from >= shrink::TRIM_FROM && from / shrink::TRIM_RATIO >= FLOOR {
+        expected += 1;
+        from /= shrink::TRIM_RATIO;
+    }
+    assert!(expected > 0);
+    assert_eq!(trims(shrink::TRIM_FROM as u64 * 2 - 1), expected);
+}
+
+#[test]
 fn extreme_due_times_order_correctly() {
     let mut h = IndexedHeap::new();
     h.insert(1, i64::MAX, ());

@@ -90,6 +90,7 @@ mod check;
 mod chunks;
 mod index;
 mod order;
+mod pages;
 mod retired;
 mod shrink;
 #[cfg(test)]
@@ -98,7 +99,8 @@ mod unwind_tests;
 use chunks::Chunks;
 use hashbrown::Equivalent;
 use index::SlotIndex;
-pub(crate) use retired::{Retired, Spare};
+use pages::{table, Table};
+pub(crate) use retired::Retired;
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
@@ -273,20 +275,17 @@ impl Probe {
 /// ```
 pub struct IndexedHeap<K, V, S = DefaultState> {
     /// The heap array, in heap order.
-    nodes: Vec<Node>,
+    nodes: Table<Node>,
     /// Dense slot table, in chunks (`chunks.rs`).
     slots: Chunks<Slot<K, V>>,
     /// Position and hash of each slot's entry; `meta[nodes[p].slot].pos == p`
     /// for every `p`.
-    meta: Vec<Meta>,
-    /// Buffers given up by the last shrink, not yet taken by the owner.
+    meta: Table<Meta>,
+    /// Memory given up by shrinking, not yet taken by the owner.
     retired: Retired<K, V>,
-    /// Tables the owner prepared for the next shrink (`shrink.rs`).
-    spare: Option<Spare<K, V>>,
-    /// The next shrink's spare was asked for ([`spare_wanted`]).
-    ///
-    /// [`spare_wanted`]: IndexedHeap::spare_wanted
-    spare_asked: bool,
+    /// The largest capacity the tables had since the last trim of the
+    /// allocator asked for by a shrink (`shrink.rs`).
+    drained_from: usize,
     /// Key hash → slot number.
     index: SlotIndex,
     /// Hashes keys for the index.
@@ -357,12 +356,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// An empty heap whose index uses `hasher`.
     pub fn with_hasher(hasher: S) -> Self {
         IndexedHeap {
-            nodes: Vec::new(),
+            nodes: table(),
             slots: Chunks::new(),
-            meta: Vec::new(),
+            meta: table(),
             retired: Retired::none(),
-            spare: None,
-            spare_asked: false,
+            drained_from: 0,
             index: SlotIndex::default(),
             hasher,
             next_seq: 0,
@@ -778,7 +776,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             + self.meta.capacity() * size_of::<Meta>()
             + self.index.allocated_bytes()
             + self.retired.0.as_ref().map_or(0, |b| b.bytes())
-            + self.spare.as_ref().map_or(0, Spare::bytes)
     }
 
     /// Remove `slot` from the index, given its stored hash.

@@ -134,10 +134,13 @@
 //! - [`guide::benchmarks`]: figures against scheduled-thread-pool, tokio,
 //!   tokio-util's `DelayQueue` and a naive pool.
 //! - [`guide::dependencies`]: why each dependency is there.
-// No `unsafe` of the crate's own. Denied rather than forbidden for one
-// call: `pool::task::once_job` builds a handle-less task's closure into its
-// entry with `smallbox`'s constructor macro, whose expansion allows it
-// (the measurement and the safety argument are there).
+// Denied rather than forbidden for two places, each with its measurement
+// and safety argument: `pool::task::once_job` builds a handle-less task's
+// closure into its entry with `smallbox`'s constructor macro, whose
+// expansion allows it; `heap::pages` is the allocator of the heap's large
+// tables (anonymous mappings of their own, so that a drained heap's memory
+// goes back to the system) and holds the crate's only hand-written
+// `unsafe` blocks.
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 // On docs.rs (`--cfg docsrs`, nightly rustdoc) items behind a cargo feature

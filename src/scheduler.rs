@@ -15,7 +15,7 @@
 //!   changes (a schedule, a cancel, or the claim in `run_due`) or a stop is
 //!   requested; only [`Scheduler::run`] waits on it.
 
-use crate::heap::{check_capacity, Entry, IndexedHeap, Inserted, Spare};
+use crate::heap::{check_capacity, Entry, IndexedHeap, Inserted};
 use crate::sync::{Condvar, Mutex};
 use crate::Error;
 use std::borrow::Borrow;
@@ -430,7 +430,7 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
     /// ```
     pub fn run_due(&self, now: i64) -> usize {
         let mut batch = Vec::new();
-        let (retired, spare) = {
+        let retired = {
             let mut st = self.state.lock();
             let head = st.heap.peek_due();
             // Popping runs no user code, so the claim is one step.
@@ -440,26 +440,11 @@ impl<K: Ord + Hash + Send + 'static> Scheduler<K> {
             if st.heap.peek_due() != head {
                 self.wake.notify_all();
             }
-            (st.heap.take_retired(), st.heap.spare_wanted())
+            st.heap.take_retired()
         };
         drop(retired);
         order_by_key(&mut batch);
-        let ran = run_in_order(batch);
-        if let Some(capacity) = spare {
-            self.give_spare(capacity);
-        }
-        ran
-    }
-
-    /// Prepare the tables the heap asked for its next shrink outside the
-    /// lock and hand them over, so that the shrink's copy faults in no
-    /// page under the lock (`heap/shrink.rs`). A callback's panic out of
-    /// `run_due` skips it; that shrink then fills fresh tables, as a heap
-    /// without a spare does.
-    fn give_spare(&self, capacity: usize) {
-        let spare = Spare::prepared(capacity);
-        let unused = self.state.lock().heap.give_spare(spare);
-        drop(unused);
+        run_in_order(batch)
     }
 
     /// Drive the scheduler on this thread until [`stop`](Self::stop):
@@ -646,7 +631,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     #[test]
-    fn run_due_hands_the_heap_a_spare_before_each_large_shrink() {
+    fn run_due_gives_the_heaps_memory_back_as_it_drains_without_holding_more() {
         let s = Scheduler::new(10_000).unwrap();
         for k in 0..4_000u32 {
             s.schedule(k, i64::from(k), || {}).unwrap();
@@ -657,10 +642,12 @@ mod tests {
             assert_eq!(s.run_due(now), 1);
             seen.push(bytes());
         }
-        // Tables of 4,096 shrink twice above the floor; before each, the
-        // spare given to the heap shows as a rise.
+        // Tables of 4,096 shrink twice above the floor, in place: nothing
+        // is allocated on the way down.
         let rises = seen.windows(2).filter(|w| w[1] > w[0]).count();
-        assert_eq!(rises, 2, "{seen:?}");
+        let falls = seen.windows(2).filter(|w| w[1] < w[0]).count();
+        assert_eq!(rises, 0, "{seen:?}");
+        assert!(falls >= 2, "{seen:?}");
         assert!(seen[seen.len() - 1] * 2 < seen[0], "given back");
     }
 

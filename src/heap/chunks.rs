@@ -16,6 +16,7 @@
 //! place): one more load than a vector's, from a table of a few thousand
 //! bytes that stays in cache.
 
+use super::pages::{self, table, table_with_capacity, Shed, Table};
 use std::ops::{Index, IndexMut};
 
 /// The fewest bytes a chunk holds. glibc's `free` consolidates and gives
@@ -55,7 +56,7 @@ const fn chunk_bits<T>() -> u32 {
 pub(super) struct Chunks<T> {
     /// The chunks, each of capacity [`CHUNK`](Self::CHUNK) (the first
     /// one's grows to it).
-    chunks: Vec<Vec<T>>,
+    chunks: Vec<Table<T>>,
 }
 
 impl<T> Chunks<T> {
@@ -88,7 +89,7 @@ impl<T> Chunks<T> {
 
     /// Elements the chunks can hold without allocating.
     pub(super) fn capacity(&self) -> usize {
-        self.chunks.iter().map(Vec::capacity).sum()
+        self.chunks.iter().map(Table::capacity).sum()
     }
 
     /// The element at `i`, if there is one.
@@ -117,8 +118,8 @@ impl<T> Chunks<T> {
     #[cold]
     fn add_chunk(&mut self) {
         let chunk = match self.chunks.is_empty() {
-            true => Vec::new(),
-            false => Vec::with_capacity(Self::CHUNK),
+            true => table(),
+            false => table_with_capacity(Self::CHUNK),
         };
         self.chunks.push(chunk);
     }
@@ -126,7 +127,7 @@ impl<T> Chunks<T> {
     /// Double the first chunk's capacity (the only one not allocated
     /// whole), up to a chunk's.
     #[cold]
-    fn grow_first(chunk: &mut Vec<T>) {
+    fn grow_first(chunk: &mut Table<T>) {
         let want = (chunk.capacity() * 2).clamp(4, Self::CHUNK);
         chunk.reserve_exact(want - chunk.len());
     }
@@ -141,7 +142,7 @@ impl<T> Chunks<T> {
     ///
     /// If `i` is out of bounds.
     #[inline]
-    pub(super) fn swap_remove(&mut self, i: usize) -> (T, Option<Vec<T>>) {
+    pub(super) fn swap_remove(&mut self, i: usize) -> (T, Option<Table<T>>) {
         let len = self.len();
         assert!(i < len, "swap_remove at {i} of {len}");
         let last = len - 1;
@@ -158,22 +159,20 @@ impl<T> Chunks<T> {
     }
 
     /// If every element fits in `to` and `to` is less than the first
-    /// chunk's capacity, move them into a first chunk of capacity `to`,
-    /// as a vector shrinks: a small table gives memory back with the
-    /// heap's other tables, where a table of many chunks gives up each as
-    /// it empties ([`swap_remove`](Self::swap_remove)). The chunks given
-    /// up, to be freed.
-    pub(super) fn shrink_small(&mut self, to: usize) -> Vec<Vec<T>> {
-        let first = self.chunks.first().map_or(0, Vec::capacity);
+    /// chunk's capacity, shrink the first chunk to `to` (in place, if it
+    /// stays large enough for a mapping of its own: `pages::shrink`), as a
+    /// vector shrinks: a small table gives memory back with the heap's
+    /// other tables, where a table of many chunks gives up each as it
+    /// empties ([`swap_remove`](Self::swap_remove)). The chunks given up,
+    /// and what the first one shed, to be freed.
+    pub(super) fn shrink_small(&mut self, to: usize) -> (Vec<Table<T>>, Shed<T>) {
+        let first = self.chunks.first().map_or(0, Table::capacity);
         if self.len() > to || to >= first {
-            return Vec::new();
+            return (Vec::new(), Shed::Nothing);
         }
         // `len <= to < first <= CHUNK`: all of them are in the first chunk.
-        let mut given: Vec<Vec<T>> = self.chunks.drain(1..).collect();
-        let mut smaller = Vec::with_capacity(to);
-        smaller.append(&mut self.chunks[0]);
-        given.push(std::mem::replace(&mut self.chunks[0], smaller));
-        given
+        let given: Vec<Table<T>> = self.chunks.drain(1..).collect();
+        (given, pages::shrink(&mut self.chunks[0], to))
     }
 
     /// The elements in order.
@@ -275,14 +274,15 @@ mod tests {
         for i in 0..(CHUNK + 10) as u32 {
             c.push(i);
         }
-        assert!(c.shrink_small(2 * CHUNK).is_empty(), "not smaller");
-        assert!(c.shrink_small(100).is_empty(), "does not fit");
+        assert!(c.shrink_small(2 * CHUNK).0.is_empty(), "not smaller");
+        assert!(c.shrink_small(100).0.is_empty(), "does not fit");
         while c.len() > 100 {
             c.swap_remove(c.len() - 1);
         }
         // The second chunk, empty, is kept as the spare until the shrink.
-        let given = c.shrink_small(256);
-        assert_eq!(given.len(), 2);
+        let (given, first) = c.shrink_small(256);
+        assert_eq!(given.len(), 1);
+        assert!(matches!(first, Shed::Buffer(_)), "too small to stay mapped");
         assert_eq!(c.capacity(), 256);
         assert!(c.iter().copied().eq(0..100u32));
         for i in 100..(2 * CHUNK) as u32 {

@@ -14,6 +14,8 @@
 //! asks its caller to compare keys, so every call into user code happens in
 //! the caller, before the caller changes anything.
 
+use super::pages::{self, table, table_with_capacity, Shed, Table};
+
 /// An empty bucket (no slot has this number: a heap holds fewer than
 /// `u32::MAX` entries).
 const EMPTY: u32 = u32::MAX;
@@ -23,10 +25,10 @@ const LOAD_NUM: usize = 3;
 const LOAD_DEN: usize = 4;
 
 /// The index: buckets of slot numbers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct SlotIndex {
     /// Power-of-two table, or empty.
-    buckets: Vec<u32>,
+    buckets: Table<u32>,
     /// Buckets in use.
     len: usize,
 }
@@ -36,6 +38,22 @@ pub(super) struct SlotIndex {
 #[inline]
 pub(super) fn short(hash: u64) -> u32 {
     (hash >> 32) as u32
+}
+
+/// A table of `n` empty buckets.
+fn empty_buckets(n: usize) -> Table<u32> {
+    let mut buckets = table_with_capacity(n);
+    buckets.resize(n, EMPTY);
+    buckets
+}
+
+impl Default for SlotIndex {
+    fn default() -> Self {
+        SlotIndex {
+            buckets: table(),
+            len: 0,
+        }
+    }
 }
 
 impl SlotIndex {
@@ -187,36 +205,39 @@ impl SlotIndex {
         n > 64 && self.len * 32 < n
     }
 
-    /// Shrink the table once it is a 32nd full, returning the old buckets
-    /// for the caller to free (outside its lock: freeing a large buffer can
-    /// stall). Rarely, and only when few entries are left to re-place.
+    /// Shrink the table once it is a 32nd full, returning what it shed for
+    /// the caller to free (outside its lock: unmapping can stall). Rarely,
+    /// and only when few entries are left to re-place.
     ///
     /// The slots indexed must be exactly `0..len()` (the heap's dense slot
-    /// table): they are re-placed by number, so the old table, at least 32
-    /// times as many buckets as entries, is not read at all (scanning it
-    /// was most of a shrink of a 262,144-bucket table under the pool's
-    /// lock: `docs/bench/lab-notes.md`).
-    pub(super) fn shrink_if_sparse(&mut self, hash: impl Fn(u32) -> u32) -> Option<Vec<u32>> {
+    /// table): they are re-placed by number, so the old buckets, at least
+    /// 32 times as many as entries, are not read at all (scanning them was
+    /// most of a shrink of a 262,144-bucket table under the pool's lock:
+    /// `docs/bench/lab-notes.md`). They are re-placed at the front of the
+    /// table itself, whose pages are already in memory, and the table then
+    /// sheds the rest (`pages::shrink`): a fresh table would fault its
+    /// pages in under the lock.
+    pub(super) fn shrink_if_sparse(&mut self, hash: impl Fn(u32) -> u32) -> Shed<u32> {
         let n = self.buckets.len();
         if self.is_sparse() {
             let want = ((self.len * LOAD_DEN / LOAD_NUM + 1).next_power_of_two() * 2).max(16);
             if want < n {
-                let mut old = std::mem::replace(&mut self.buckets, vec![EMPTY; want]);
+                self.buckets.truncate(want);
+                self.buckets.fill(EMPTY);
                 let slots = u32::try_from(self.len).expect("fewer slots than u32::MAX");
                 for slot in 0..slots {
                     self.place(hash(slot), slot);
                 }
-                old.clear();
-                return Some(old);
+                return pages::shrink(&mut self.buckets, want);
             }
         }
-        None
+        Shed::Nothing
     }
 
     /// Re-place every bucket in a table of `n` buckets; returns the old,
     /// emptied table.
-    fn resize(&mut self, n: usize, hash: impl Fn(u32) -> u32) -> Vec<u32> {
-        let mut old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
+    fn resize(&mut self, n: usize, hash: impl Fn(u32) -> u32) -> Table<u32> {
+        let mut old = std::mem::replace(&mut self.buckets, empty_buckets(n));
         for &b in &old {
             if b != EMPTY {
                 self.place(hash(b), b);
@@ -284,7 +305,7 @@ mod tests {
             assert_eq!(ix.remove(hash(k), hash, |s| s == k), Some(k));
         }
         assert_eq!(ix.len(), 0);
-        assert!(ix.shrink_if_sparse(hash).is_some());
+        assert!(!matches!(ix.shrink_if_sparse(hash), Shed::Nothing));
         assert!(ix.allocated_bytes() <= 64 * 4);
     }
 
@@ -300,7 +321,7 @@ mod tests {
             assert_eq!(ix.remove(hash(k), hash, |s| s == k), Some(k));
         }
         let before = ix.allocated_bytes();
-        assert!(ix.shrink_if_sparse(hash).is_some());
+        assert!(!matches!(ix.shrink_if_sparse(hash), Shed::Nothing));
         assert!(ix.allocated_bytes() < before / 8);
         ix.check(hash, |_| Ok(())).unwrap();
         for k in 0..100u32 {

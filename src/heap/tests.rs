@@ -163,88 +163,69 @@ fn shrinking_retires_the_old_buffers_to_the_owner() {
     assert_eq!(h.len(), 10);
 }
 
-/// A heap of 8,192 entries, keys `0..8_192` due at their key.
-fn full_heap() -> IndexedHeap<u64, ()> {
+#[test]
+fn a_large_heap_shrinks_in_place_and_sheds_the_pages_past_its_new_end() {
     let mut h = IndexedHeap::new();
-    for k in 0..8_192u64 {
-        h.insert(k, k as i64, ());
+    for k in 0..100_000u64 {
+        h.insert(k, k as i64, k);
     }
-    h
-}
-
-#[test]
-fn a_heap_nearing_a_shrink_asks_once_for_a_spare_and_shrinks_into_it() {
-    let mut h = full_heap();
     let cap = h.nodes.capacity();
-    let mut asked = Vec::new();
+    let (nodes, meta) = (h.nodes.as_ptr(), h.meta.as_ptr());
     let mut k = 0;
-    // Down to just above the shrink (a quarter of the capacity).
-    while h.len() > cap / 4 {
-        h.remove(&k).unwrap();
+    while h.nodes.capacity() == cap {
+        assert_eq!(h.remove(&k).map(|e| e.value), Some(k));
         k += 1;
-        asked.extend(h.spare_wanted().map(|n| (h.len(), n)));
     }
-    assert_eq!(asked.len(), 1, "asked once: {asked:?}");
-    let (at, size) = asked[0];
-    assert!(
-        at < cap / 16 * 5 && at > cap / 4,
-        "asked near the shrink: {at}"
-    );
-    assert_eq!(size, cap / 2);
-    let spare = Spare::prepared(size);
-    assert!(h.give_spare(spare).is_none(), "kept");
-    let again = Spare::prepared(size);
-    assert!(h.give_spare(again).is_some(), "one spare at a time");
-    let before = h.allocated_bytes();
-    h.remove(&k).unwrap();
-    k += 1;
-    assert_eq!(h.nodes.capacity(), size, "shrunk into the spare");
-    assert!(!h.take_retired().is_empty(), "the old tables are retired");
-    assert!(h.allocated_bytes() < before);
-    h.check_invariants().unwrap();
-    // The next shrink asks again.
-    let mut next = None;
-    while !h.is_empty() && next.is_none() {
-        h.remove(&k).unwrap();
-        k += 1;
-        next = h.spare_wanted();
-    }
-    assert_eq!(next, Some(size / 2));
-}
-
-#[test]
-fn a_spare_is_refused_when_the_heap_no_longer_nears_a_shrink() {
-    let mut h = full_heap();
-    let cap = h.nodes.capacity();
-    let mut k = 0;
-    let mut wanted = None;
-    while wanted.is_none() {
-        h.remove(&k).unwrap();
-        k += 1;
-        wanted = h.spare_wanted();
-    }
-    // The heap fills up again before the spare arrives.
-    for j in 0..(cap / 4) as u64 {
-        h.insert(100_000 + j, 0, ());
-    }
-    let spare = Spare::prepared(wanted.unwrap());
-    assert!(h.give_spare(spare).is_some(), "given back");
-    assert_eq!(h.spare.as_ref().map(|_| ()), None);
-    // Without a spare it shrinks as before, into fresh tables.
-    while h.len() > 10 {
-        let (_, key) = h.peek().map(|(d, k)| (d, *k)).unwrap();
-        h.remove(&key).unwrap();
+    assert_eq!(h.nodes.capacity(), 2 * h.len(), "twice what is left");
+    let retired = h.take_retired();
+    let shed = retired.0.as_deref().expect("something given up");
+    if pages::MAPPED {
+        assert_eq!(h.nodes.as_ptr(), nodes, "the heap array did not move");
+        assert_eq!(h.meta.as_ptr(), meta, "nor did the positions");
+        assert!(shed.nodes.is_empty() && shed.meta.is_empty(), "{retired:?}");
+        assert_eq!(shed.tails.len(), 2, "{retired:?}");
+    } else {
+        assert_eq!((shed.nodes.len(), shed.meta.len()), (1, 1), "{retired:?}");
     }
     h.check_invariants().unwrap();
-    assert!(h.nodes.capacity() < cap / 4);
+    // Everything left is still there, in order, and the tables grow again.
+    for j in 0..1_000u64 {
+        h.insert(1_000_000 + j, -1, j);
+    }
+    h.check_invariants().unwrap();
+    let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|e| e.due)).collect();
+    assert!(order.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(order.len(), 1_000 + 100_000 - k as usize);
 }
 
 #[test]
-fn a_prepared_spare_has_room_and_no_entries() {
-    let spare: Spare<u64, String> = Spare::prepared(5_000);
-    assert!(spare.0.room() >= 5_000);
-    assert!(spare.0.nodes.is_empty() && spare.0.meta.is_empty());
-    assert!(spare.bytes() > 0);
+fn a_large_drain_asks_for_a_few_trims_and_a_small_one_for_none() {
+    fn trims(n: u64) -> usize {
+        let mut h = IndexedHeap::new();
+        for k in 0..n {
+            h.insert(k, k as i64, ());
+        }
+        let mut trims = 0;
+        for k in 0..n {
+            h.remove(&k).unwrap();
+            let retired = h.take_retired();
+            trims += usize::from(retired.0.as_ref().is_some_and(|b| b.trim));
+        }
+        h.check_invariants().unwrap();
+        trims
+    }
+    assert_eq!(trims(shrink::TRIM_FROM as u64 / 2), 0, "too small to trim");
+    // Tables of twice `TRIM_FROM` drain to `FLOOR`: a trim each time they
+    // have become `TRIM_RATIO` times smaller, while they were at least
+    // `TRIM_FROM` before.
+    let mut expected = 0;
+    let mut from = 2 * shrink::TRIM_FROM;
+    while from >= shrink::TRIM_FROM && from / shrink::TRIM_RATIO >= FLOOR {
+        expected += 1;
+        from /= shrink::TRIM_RATIO;
+    }
+    assert!(expected > 0);
+    assert_eq!(trims(shrink::TRIM_FROM as u64 * 2 - 1), expected);
 }
 
 #[test]

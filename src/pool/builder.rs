@@ -166,10 +166,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self
     }
 
-    /// Prefix of the worker threads' names (`{prefix}-{i}`), and of the
-    /// short-lived thread (`{prefix}-spare`) that prepares memory for the
-    /// pool's heap when it nears a shrink, so that no worker spends that
-    /// time. Default: `"timerpool"`. A NUL byte in it makes
+    /// Prefix of the worker threads' names (`{prefix}-{i}`). Default:
+    /// `"timerpool"`. A NUL byte in it makes
     /// [`build`](Self::build) fail.
     ///
     /// # Examples

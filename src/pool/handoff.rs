@@ -199,11 +199,8 @@ pub(crate) enum Msg {
     Lead(Lead),
     /// Stop: pass it on to the next worker, then exit.
     Exit,
-    /// Buffers the heap gave up, to free outside every lock.
+    /// Memory the heap gave up, to free outside every lock.
     Free(Box<dyn std::any::Any + Send>),
-    /// The heap nears a shrink: prepare tables for this many entries
-    /// outside every lock and hand them to it (`heap/shrink.rs`).
-    Spare(usize),
     /// The leader went to sleep until a due time with no deputy standing:
     /// look at the heap (step 4) and so stand deputy over it (step 4a).
     Watch,

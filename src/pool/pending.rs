@@ -51,7 +51,7 @@
 use super::fault::{Fault, Faults};
 use super::hold::{Held, Hold, HOLD_MAX};
 use super::task::{Lookup, PoolEntry, Task, TaskKey};
-use crate::heap::{Entry, IndexedHeap, Inserted, Probe, Retired, Spare};
+use crate::heap::{Entry, IndexedHeap, Inserted, Probe, Retired};
 use crate::sync::{Arc, MutexGuard};
 use hashbrown::HashTable;
 use std::collections::VecDeque;
@@ -105,9 +105,6 @@ impl<K> Given<K> {
         self.heap.is_empty() && self.lane.is_none()
     }
 }
-
-/// Tables prepared for the heap's next shrink.
-pub(crate) type HeapSpare<K> = Spare<TaskKey<K>, Task>;
 
 /// A lane entry and the hash it is filed under.
 type Filed<K> = (u64, PoolEntry<K>);
@@ -775,18 +772,6 @@ impl<K: Hash + Eq> Pending<K> {
         let end = start + n as u64;
         let more = end < lane.base + lane.queue.len() as u64;
         (entries, more.then_some(end))
-    }
-
-    /// The size of tables to prepare, outside the lock, for the heap's
-    /// next shrink (asked once per shrink; `heap/shrink.rs`).
-    pub(crate) fn spare_wanted(&mut self) -> Option<usize> {
-        self.heap.spare_wanted()
-    }
-
-    /// Keep `spare` for the heap's next shrink, or give it back to drop
-    /// outside the lock.
-    pub(crate) fn give_spare(&mut self, spare: HeapSpare<K>) -> Option<HeapSpare<K>> {
-        self.heap.give_spare(spare)
     }
 
     /// Buffers given up since the last call, to free outside the lock.

@@ -28,9 +28,7 @@
 //!   behind a running one.
 //! - A start that leaves the heap's tables sparse does not shrink them:
 //!   the worker does, after the run, in a critical section of its own
-//!   (step 4d), so that the copy never delays the task it started; a
-//!   start that takes the heap near a shrink asks for the spare tables
-//!   after the run too, so that the request wakes no one before it.
+//!   (step 4d), so that the shrink never delays the task it started.
 //! - A task's own panic is caught in its run. Any other user code a worker
 //!   runs (a key's traits while settling, the `Drop` of a key) is contained
 //!   too: a panic there is counted and the worker keeps serving; keys are
@@ -41,14 +39,13 @@ use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::leader::{self, Led};
 use super::outcome::{Outcome, Ran, RunCtx};
-use super::pending::HeapSpare;
 use super::periodic::{After, PeriodicJob};
 use super::shared::{Key, Shared, State};
 use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
 use super::time::{Now, NEVER};
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
-use crate::sync::{thread, Arc};
+use crate::sync::Arc;
 
 /// A started task, with what the worker needs to run it.
 pub(crate) struct Started<K> {
@@ -69,9 +66,6 @@ pub(crate) struct Started<K> {
     /// Its start left the heap's tables sparse: shrink them after the run
     /// (step 4d).
     shrink: bool,
-    /// Its start took the heap near a shrink: ask a free worker for the
-    /// spare tables of this many entries after the run (step 4d).
-    spare: Option<usize>,
 }
 
 /// What a run leaves to do under the lock (steps 10, 11).
@@ -119,7 +113,6 @@ pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
         };
         match msg {
             Msg::Free(buffers) => drop(buffers),
-            Msg::Spare(capacity) => prepare_spare_apart(shared, capacity),
             // Step 3a: look at the heap (step 4), then stand deputy over
             // what it found pending (step 4a).
             Msg::Watch => watch = run_due(shared, index, None, false),
@@ -139,30 +132,6 @@ pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
             }
         }
     }
-}
-
-/// [`prepare_spare`] on a thread of its own, so that the page faults of
-/// a large spare (milliseconds on this project's guest) do not take a
-/// worker away from due work (it could be the deputy a start waits on);
-/// on this worker if no thread can be started.
-fn prepare_spare_apart<K: Key>(shared: &Arc<Shared<K>>, capacity: usize) {
-    let pool = Arc::clone(shared);
-    let name = format!("{}-spare", shared.config.thread_name);
-    let apart = thread::Builder::new()
-        .name(name)
-        .spawn(move || prepare_spare(&pool, capacity));
-    if apart.is_err() {
-        prepare_spare(shared, capacity);
-    }
-}
-
-/// Make the tables the heap asked for its next shrink, with their pages
-/// touched, outside every lock, and hand them to it: the shrink's copy
-/// then faults in no page under the state lock (`heap/shrink.rs`).
-fn prepare_spare<K: Key>(shared: &Shared<K>, capacity: usize) {
-    let spare = HeapSpare::prepared(capacity);
-    let unused = shared.state.lock().heap.give_spare(spare);
-    drop(unused);
 }
 
 /// Run `step`, containing a panic of user code outside a task's run (which
@@ -204,9 +173,11 @@ fn run_due<K: Key>(
         if rescue {
             shared.counters.rescued(index);
         }
-        let (shrink, spare) = (c.shrink, c.spare);
+        let shrink = c.shrink;
         contain(shared, || execute(shared, index, c));
-        tidy_heap(shared, shrink, spare);
+        if shrink {
+            shrink_heap(shared);
+        }
         if let Some(token) = held.take() {
             shared.handoff.send(Msg::Lead(token));
         }
@@ -261,31 +232,12 @@ fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Started<K>> {
         due: entry.due,
         at,
         shrink: false,
-        spare: None,
     })
 }
 
-/// Step 4d, after the run of a task whose start left the heap sparse or
-/// near a shrink: shrink it ([`shrink_heap`]), and ask a free worker for
-/// the spare tables of the next shrink (`Msg::Spare`). Asked inside the
-/// start, the request woke a worker, which started the spare's thread,
-/// while the task had yet to begin: on four workers, in 20 runs of the
-/// mixed-lengths load, the task due there started over 110 µs late at 16
-/// of 80 such instants (up to 817 µs), asked after the run at 6 of 80
-/// (`docs/bench/lab-notes.md`). The leader's pass (step 5) leaves the
-/// request to this start.
-fn tidy_heap<K: Key>(shared: &Shared<K>, shrink: bool, spare: Option<usize>) {
-    if shrink {
-        shrink_heap(shared);
-    }
-    if let Some(capacity) = spare {
-        shared.handoff.send(Msg::Spare(capacity));
-    }
-}
-
 /// Step 4d: shrink the heap's tables, which a start left sparse, in a
-/// critical section of its own after that start's run, and send the old
-/// ones to a free worker to free (`Msg::Free`). Inside the start the copy (`heap/shrink.rs`: on
+/// critical section of its own after that start's run, and send what they
+/// gave up to a free worker to free (`Msg::Free`). Inside the start the copy (`heap/shrink.rs`: on
 /// this project's guest about 0.1 ms for 8,191 entries while it moved the
 /// slots too, 30-60 µs since) made that task late by as much; after its
 /// run it falls between due times, where a start meets it only in a
@@ -337,7 +289,6 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Started<K>, Opt
                 st.started += 1;
                 st.latest_start = st.latest_start.max(Some(claimed.due));
                 claimed.shrink = st.heap.heap_sparse();
-                claimed.spare = st.heap.spare_wanted();
                 let ended = shared.holds[index].lock().running.replace(key);
                 let held = match holds_tasks(shared, &claimed) {
                     true => fill(shared, &mut st, now.ns, index),
@@ -419,7 +370,6 @@ fn start_entry<K: Key>(
         due: entry.due,
         at,
         shrink: false,
-        spare: None,
     };
     Some((claimed, entry.key))
 }
@@ -792,7 +742,7 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_draining_the_heap_asks_a_free_worker_for_each_shrinks_spare() {
+    fn a_worker_draining_the_heap_shrinks_it_after_each_run_that_left_it_sparse() {
         let shared = engine();
         let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
         // Due times falling: the first joins the lane, the rest the heap.
@@ -813,43 +763,36 @@ mod tests {
         shared
             .admit(arrivals.into_iter(), |_, _| ())
             .expect("admitted");
-        let mut asked = Vec::new();
         let (mut shrinks, mut freed) = (0, 0);
         while let Ok(c) = start_next(&shared, 0) {
-            let (shrink, spare) = (c.shrink, c.spare);
+            let shrink = c.shrink;
             execute(&shared, 0, c);
             if shrink {
                 assert!(shared.state.lock().heap.heap_sparse(), "left sparse");
                 shrinks += 1;
             }
-            // No request is sent before the run.
+            // Nothing is sent before the run.
             assert!(shared.handoff.try_recv().is_none());
             // Step 4d, as `run_due` takes it.
-            tidy_heap(&shared, shrink, spare);
             if shrink {
+                shrink_heap(&shared);
                 assert!(!shared.state.lock().heap.heap_sparse(), "shrunk");
             }
             // A free worker would receive them; this thread plays one.
             while let Some(msg) = shared.handoff.try_recv() {
                 match msg {
-                    Msg::Spare(capacity) => {
-                        asked.push(capacity);
-                        prepare_spare(&shared, capacity);
-                    }
                     Msg::Free(buffers) => {
                         freed += 1;
                         drop(buffers);
                     }
-                    _ => panic!("only spare requests and old tables"),
+                    _ => panic!("only what the heap gave up"),
                 }
             }
         }
         assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 4_000);
         // Tables of 4,096 shrink at 1,024 (into 2,048) and at 512 (into
-        // 1,024, the floor): one request before each.
-        assert_eq!(asked, vec![2_048, 1_024]);
-        // The two above, and the index's own (`heap/index.rs`).
+        // 1,024, the floor), and the index shrinks (`heap/index.rs`).
         assert!(shrinks >= 2, "each shrink after its start's run: {shrinks}");
-        assert_eq!(freed, shrinks, "each shrink's old tables to a free worker");
+        assert_eq!(freed, shrinks, "what each shrink gave up to a free worker");
     }
 }

@@ -49,7 +49,7 @@
 //! | [`MAX_SAVED`] | 2 ms | the most spinning saved up while idle, one burst of sparse timers | sparse workload |
 //! | [`WARM_AFTER`], [`WARM_AHEAD`] | 4 ms, 500 µs | a long wait ends in a short one, which ends closer to its deadline | "Warm-up before long waits" |
 //! | [`MAX_DEPUTIES`] | 3 | free workers watching a due time beside the leader | mixed-lengths workload, four workers |
-//! | [`BACKUP`] | 200 µs | bounds how long a due task waits for a leader held up or running a task; the quiet pass saves a wake-up per due time | session workload; mixed lengths |
+//! | [`BACKUP`] | 100 µs | bounds how long a due task waits for a leader held up or running a task; the quiet pass saves a wake-up per due time | session workload; mixed lengths |
 
 use std::time::{Duration, Instant};
 
@@ -313,7 +313,7 @@ pub(crate) fn deputy_until(deadline: Instant) -> Instant {
 /// How far past a due time a deputy wakes, as the leader's backup; and so
 /// how long the lead may wait in the mailbox passed quietly (step 5) while
 /// a deputy that will wake within it stands.
-pub(crate) const BACKUP: Duration = Duration::from_micros(200);
+pub(crate) const BACKUP: Duration = Duration::from_micros(100);
 
 /// A token bucket of spinning time: earns `1 / SPIN_SHARE` of the real
 /// time that passes, up to [`MAX_SAVED`].

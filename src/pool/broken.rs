@@ -16,7 +16,7 @@ pub(crate) fn cancel_check_then_remove<K: Key, Q: ?Sized + Lookup<K>>(
     key: &Q,
     seq: Option<u64>,
 ) -> bool {
-    let pending = match shared.state.lock().heap.get(key) {
+    let pending = match shared.state.lock().pending.get(key) {
         Some((_, s)) => seq.is_none_or(|want| want == s),
         None => false,
     };
@@ -33,13 +33,13 @@ pub(crate) fn cancel_check_then_remove<K: Key, Q: ?Sized + Lookup<K>>(
 pub(crate) fn stop_now_check_then_drain<K: Key>(shared: &Shared<K>) -> Vec<K> {
     let keys: Vec<K> = {
         let mut st = shared.state.lock();
-        let pending = st.heap.drain();
+        let pending = st.pending.drain();
         let keys = pending
             .iter()
             .filter_map(|e| e.key.keyed().cloned())
             .collect();
         for entry in pending {
-            let _ = st.heap.restore(entry);
+            let _ = st.pending.restore(entry);
         }
         keys
     };
@@ -50,7 +50,7 @@ pub(crate) fn stop_now_check_then_drain<K: Key>(shared: &Shared<K>) -> Vec<K> {
 /// `Fault::ReplaceKeepsOld`: a pending key gets a fresh keyless number, so
 /// the new task goes in beside the old one instead of replacing it.
 pub(crate) fn beside_old<K: Key>(shared: &Shared<K>, st: &State<K>, key: TaskKey<K>) -> TaskKey<K> {
-    if st.heap.contains_key(&key) {
+    if st.pending.contains_key(&key) {
         shared.anon_key()
     } else {
         key

@@ -17,8 +17,8 @@ impl<K: Key> State<K> {
         seq: Option<u64>,
     ) -> Option<PoolEntry<K>> {
         let in_heap = match seq {
-            Some(seq) => self.heap.remove_seq(key, seq),
-            None => self.heap.remove(key),
+            Some(seq) => self.pending.remove_seq(key, seq),
+            None => self.pending.remove(key),
         };
         in_heap.or_else(|| self.exclusive.take(key, seq))
     }
@@ -55,7 +55,7 @@ impl<K: Key> Shared<K> {
             if removed.is_some() {
                 self.notify_if_drained(&st);
             }
-            (removed, st.heap.take_retired())
+            (removed, st.pending.take_retired())
         };
         // Buffers the heap shrank away are freed outside the lock.
         drop(retired);
@@ -77,7 +77,7 @@ impl<K: Key> Shared<K> {
                 st.mode = Mode::Draining;
             }
             let stops = |task: &Task| task.is_periodic() && !self.keeps_in_drain(task);
-            let mut stopped = st.heap.remove_where(stops);
+            let mut stopped = st.pending.remove_where(stops);
             stopped.extend(st.exclusive.drain_periodic(stops));
             if !self.faults.has(Fault::ShutdownNoNotify) {
                 self.notify_leader();
@@ -109,7 +109,7 @@ impl<K: Key> Shared<K> {
             st.mode = Mode::Stopped;
             // Held tasks are already due: they come first.
             let mut drained = st.exclusive.drain();
-            drained.extend(st.heap.drain());
+            drained.extend(st.pending.drain());
             self.notify_leader();
             drained
         };

@@ -69,7 +69,7 @@ pub(crate) fn asks_for_one<K: Key>(
     plan: &WakePlan,
     asked: &mut Option<i64>,
 ) -> bool {
-    let head = st.heap.peek_due();
+    let head = st.pending.peek_due();
     if wake::deputies(shared.config.workers) == 0 || *asked == head {
         return false;
     }
@@ -119,14 +119,14 @@ mod tests {
         let st = shared.state.lock();
         let mut asked = None;
         assert!(asks_for_one(&shared, &st, &plan, &mut asked));
-        assert_eq!(asked, st.heap.peek_due());
+        assert_eq!(asked, st.pending.peek_due());
         assert!(
             !asks_for_one(&shared, &st, &plan, &mut asked),
             "once per head"
         );
         // A deputy watching a later due time does not cover this head; one
         // watching it (or an earlier one) does.
-        let head = st.heap.peek_due().expect("a head");
+        let head = st.pending.peek_due().expect("a head");
         let at = shared.time.sleep_deadline(head).expect("a real deadline");
         shared.handoff.pretend_watching(at + Duration::from_secs(1));
         assert!(
@@ -151,7 +151,7 @@ mod tests {
         let plan = WakePlan::new(Precision::Frugal, Some(Duration::from_micros(100)));
         let mut st = shared.state.lock();
         // A task due just before the head was started a moment ago.
-        let head = st.heap.peek_due().expect("a head");
+        let head = st.pending.peek_due().expect("a head");
         st.latest_start = Some(head - 1_000);
         assert!(!asks_for_one(&shared, &st, &plan, &mut None), "dense");
         st.latest_start = None;

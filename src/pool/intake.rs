@@ -161,7 +161,7 @@ impl<K: Key> Shared<K> {
             replaced: Few::new(),
             count: 0,
         };
-        (st.heap.peek_due(), out)
+        (st.pending.peek_due(), out)
     }
 
     /// After the last arrival: count them, notify the leader if the
@@ -170,7 +170,7 @@ impl<K: Key> Shared<K> {
     #[inline]
     fn end_admission(&self, mut st: MutexGuard<'_, State<K>>, head: Option<i64>, out: Admitted<K>) {
         st.scheduled += out.count;
-        if st.heap.peek_due() != head && !self.faults.has(Fault::NoNotifyOnNewHead) {
+        if st.pending.peek_due() != head && !self.faults.has(Fault::NoNotifyOnNewHead) {
             self.notify_leader();
         }
         drop(st);
@@ -214,19 +214,19 @@ impl<K: Key> Shared<K> {
         let st = &mut *guard;
         // A task held for its busy key (exclusive keys) is pending too.
         if let Some(held) = st.exclusive.take(key, None) {
-            if let Err(entry) = st.heap.restore(held) {
+            if let Err(entry) = st.pending.restore(held) {
                 debug_assert!(false, "a held key was also in the heap");
                 drop(guard);
                 entry.value.lose();
                 return false;
             }
         }
-        if st.heap.get(key).is_none_or(|(d, _)| d == NEVER) {
+        if st.pending.get(key).is_none_or(|(d, _)| d == NEVER) {
             return false;
         }
-        let head = st.heap.peek_due();
-        st.heap.reschedule(key, due);
-        if st.heap.peek_due() != head {
+        let head = st.pending.peek_due();
+        st.pending.reschedule(key, due);
+        if st.pending.peek_due() != head {
             self.notify_leader();
         }
         true
@@ -239,7 +239,7 @@ impl<K: Key> Shared<K> {
         let capacity = self.config.capacity;
         if st.mode != Mode::Running && !self.admits_follow_up(st) {
             Some(Error::ShutDown)
-        } else if n > 1 && st.pending().saturating_add(n) > capacity {
+        } else if n > 1 && st.pending_count().saturating_add(n) > capacity {
             Some(Error::CapacityReached { capacity })
         } else {
             None
@@ -268,7 +268,7 @@ impl<K: Key> Shared<K> {
             a.key
         };
         let limit = self.config.capacity.saturating_sub(st.exclusive.len());
-        let admitted = match st.heap.try_insert(key, a.due, task, limit, now) {
+        let admitted = match st.pending.try_insert(key, a.due, task, limit, now) {
             Ok(Inserted::New { seq }) => {
                 let replaced = replaced_held;
                 (Stamp { seq, replaced }, None)

@@ -149,10 +149,10 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, plan: &mut WakePla
         Mode::Draining if shared.drained(st) => return Step::Exit,
         _ => {}
     }
-    let head = st.heap.peek_due();
+    let head = st.pending.peek_due();
     // A task waiting in a worker's hold is due (step 4c): a free worker
     // takes it.
-    if head.is_some_and(|due| due <= now) || st.heap.held_waiting() {
+    if head.is_some_and(|due| due <= now) || st.pending.held_waiting() {
         return Step::Start;
     }
     // No real deadline: nothing pending, or a clock moved by hand.
@@ -211,7 +211,7 @@ fn sleep<K>(
 /// is long; a change the leader must see meanwhile wakes a free worker to
 /// take it (`Shared::notify_leader`).
 fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lead) -> Led {
-    let retired = st.heap.take_retired();
+    let retired = st.pending.take_retired();
     drop(st);
     if shared.faults.has(Fault::RunBeforePass) {
         return Led::Start(Some(token));

@@ -138,7 +138,7 @@ impl<K> fmt::Debug for TimerPool<K> {
         let st = self.shared.state.lock();
         f.debug_struct("TimerPool")
             .field("workers", &self.crew.len())
-            .field("pending", &st.pending())
+            .field("pending", &st.pending_count())
             .field("mode", &st.mode)
             .finish()
     }
@@ -315,7 +315,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         let due = {
             let st = self.shared.state.lock();
             let held = || st.exclusive.due_of(&key);
-            st.heap.get(&key).map(|(due, _)| due).or_else(held)?
+            st.pending.get(&key).map(|(due, _)| due).or_else(held)?
         };
         // A running periodic task's stand-in is due never.
         (due != NEVER).then(|| self.shared.time.instant_of(due))
@@ -501,7 +501,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn next_due(&self) -> Option<Instant> {
-        let due = self.shared.state.lock().heap.peek_due()?;
+        let due = self.shared.state.lock().pending.peek_due()?;
         // Only running periodic tasks' stand-ins are due never.
         (due != NEVER).then(|| self.shared.time.instant_of(due))
     }
@@ -523,7 +523,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.shared.state.lock().pending()
+        self.shared.state.lock().pending_count()
     }
 
     /// True when no task is pending.
@@ -601,7 +601,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         let locked = {
             let st = self.shared.state.lock();
             stats::Locked {
-                pending: st.pending(),
+                pending: st.pending_count(),
                 scheduled: st.scheduled,
                 leader_wakeups: st.wakeups,
             }

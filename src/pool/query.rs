@@ -159,7 +159,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
                 self.shared.notify_if_drained(&st);
             }
             let running = removed.is_none() && self.shared.any_running(&st, |k| key.equivalent(k));
-            (removed, running, st.heap.take_retired())
+            (removed, running, st.pending.take_retired())
         };
         drop(retired);
         match removed {
@@ -217,12 +217,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
                 // Held tasks are few (one per busy key): read first and last.
                 keys.extend(st.exclusive.held_keys().filter_map(TaskKey::keyed).cloned());
                 // So are the tasks in the workers' holds.
-                st.heap.each_held(|e| keys.extend(e.key.keyed().cloned()));
+                st.pending
+                    .each_held(|e| keys.extend(e.key.keyed().cloned()));
             }
-            let from = next.min(st.heap.heap_len());
+            let from = next.min(st.pending.heap_len());
             let to = from.saturating_sub(CHUNK);
             for slot in (to..from).rev() {
-                match st.heap.slot_entry(slot) {
+                match st.pending.slot_entry(slot) {
                     Some((TaskKey::Keyed(k), task)) if !task.is_stand_in() => keys.push(k.clone()),
                     _ => {}
                 }
@@ -246,7 +247,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         let mut from = Some(0);
         while let Some(pos) = from {
             let st = self.shared.state.lock();
-            let (entries, next) = st.heap.lane_chunk(pos, CHUNK);
+            let (entries, next) = st.pending.lane_chunk(pos, CHUNK);
             let keyed = entries.into_iter().filter(|e| !e.value.is_stand_in());
             keys.extend(keyed.filter_map(|e| e.key.keyed()).cloned());
             from = next;

@@ -22,9 +22,9 @@ impl<K: Key> Shared<K> {
     /// True when nothing due waits and nothing runs.
     fn is_settled(&self, st: &State<K>) -> bool {
         let now = self.time.now().ns;
-        let due = st.heap.peek_due().is_some_and(|d| d <= now)
+        let due = st.pending.peek_due().is_some_and(|d| d <= now)
             || !st.exclusive.is_empty()
-            || st.heap.held_waiting();
+            || st.pending.held_waiting();
         !due && self.started(st) == self.counters.finished() && !self.any_running(st, |_| true)
     }
 
@@ -60,7 +60,7 @@ impl<K: Key> Shared<K> {
     fn unsettled(&self, st: MutexGuard<'_, State<K>>) -> Error {
         let finished = self.counters.finished();
         let running = self.started(&st).saturating_sub(finished) as usize;
-        let pending = st.heap.len() + st.exclusive.len();
+        let pending = st.pending.len() + st.exclusive.len();
         let keys = match self.key_names {
             Some(_) => self
                 .each_hold(&st)

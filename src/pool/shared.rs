@@ -60,7 +60,7 @@ pub(crate) enum Mode {
 pub(crate) struct State<K> {
     /// Pending tasks, one per key: the heap and the ready lane beside it
     /// (`pending.rs`).
-    pub(crate) heap: Pending<K>,
+    pub(crate) pending: Pending<K>,
     /// Exclusive keys: keys whose task runs, and due tasks held for them.
     pub(crate) exclusive: ExclusiveKeys<K>,
     /// Running, draining or stopped.
@@ -90,8 +90,8 @@ pub(crate) struct State<K> {
 impl<K> State<K> {
     /// Pending tasks, in the heap, the lane, the workers' holds or held
     /// for their keys.
-    pub(crate) fn pending(&self) -> usize {
-        self.heap.len() + self.exclusive.len()
+    pub(crate) fn pending_count(&self) -> usize {
+        self.pending.len() + self.exclusive.len()
     }
 }
 
@@ -102,7 +102,7 @@ pub(crate) struct Shared<K> {
     /// The leader's wait; notified when the head or the mode changes.
     pub(crate) leader_cv: Condvar,
     /// The workers' holds and running slots, one per worker (`hold.rs`);
-    /// `State::heap` shares them.
+    /// `State::pending` shares them.
     pub(crate) holds: Arc<[Hold<K>]>,
     /// The pool's clock and epoch.
     pub(crate) time: Timeline,
@@ -163,7 +163,7 @@ impl<K: Key> Shared<K> {
         Shared {
             holds: holds.clone(),
             state: Mutex::new(State {
-                heap: Pending::new(holds, faults),
+                pending: Pending::new(holds, faults),
                 exclusive: ExclusiveKeys::new(config.exclusive_keys, faults),
                 mode: Mode::Running,
                 wakeups: 0,
@@ -225,7 +225,7 @@ impl<K: Key> Shared<K> {
     /// pending anywhere (nor running, with `drain_follow_ups`: a running
     /// task may still add its follow-up).
     pub(crate) fn drained(&self, st: &State<K>) -> bool {
-        st.heap.is_empty() && st.exclusive.is_empty() && !self.follow_ups_may_come(st)
+        st.pending.is_empty() && st.exclusive.is_empty() && !self.follow_ups_may_come(st)
     }
 
     /// Tell the leader that the head, the mode or the clock changed: notify

@@ -245,8 +245,8 @@ fn start_held<K: Key>(shared: &Shared<K>, index: usize) -> Option<Started<K>> {
 /// is left to do.
 fn shrink_heap<K: Key>(shared: &Shared<K>) {
     let mut st = shared.state.lock();
-    st.heap.shrink_heap();
-    let retired = st.heap.take_retired();
+    st.pending.shrink_heap();
+    let retired = st.pending.take_retired();
     drop(st);
     // A free worker frees them, as step 5's `Free`: this one may share its
     // CPU with the worker it just woke to lead.
@@ -269,13 +269,13 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Started<K>, Opt
     loop {
         // The earliest due task: the heap's, or another worker's held
         // one (step 4c), so none waits behind a running task.
-        let Some(entry) = st.heap.next_due(now.ns, index) else {
-            let next = st.heap.peek_due();
-            st.heap.forget_held(index);
+        let Some(entry) = st.pending.next_due(now.ns, index) else {
+            let next = st.pending.peek_due();
+            st.pending.forget_held(index);
             let ended = shared.holds[index].lock().running.take();
             shared.notify_if_drained(&st);
             shared.notify_settle(&st);
-            let retired = st.heap.take_retired();
+            let retired = st.pending.take_retired();
             drop(st);
             drop(retired);
             drop_key(shared, ended);
@@ -288,7 +288,7 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Started<K>, Opt
                 }
                 st.started += 1;
                 st.latest_start = st.latest_start.max(Some(claimed.due));
-                claimed.shrink = st.heap.heap_sparse();
+                claimed.shrink = st.pending.heap_sparse();
                 let ended = shared.holds[index].lock().running.replace(key);
                 let held = match holds_tasks(shared, &claimed) {
                     true => fill(shared, &mut st, now.ns, index),
@@ -319,7 +319,7 @@ fn holds_tasks<K: Key>(shared: &Shared<K>, claimed: &Started<K>) -> bool {
 /// another hold, step 4c), notify the leader, so that a free worker takes
 /// them rather than wait while this one runs. Returns how many moved.
 fn fill<K: Key>(shared: &Shared<K>, st: &mut State<K>, now: i64, index: usize) -> usize {
-    let (moved, waiting) = st.heap.fill_hold(now, index, shared.config.workers);
+    let (moved, waiting) = st.pending.fill_hold(now, index, shared.config.workers);
     if waiting > 0 {
         shared.notify_leader();
     }
@@ -350,13 +350,13 @@ fn start_entry<K: Key>(
         Task::Periodic(job) => {
             let stand_in = Task::StandIn(job.ctl().clone());
             let (Inserted::New { seq } | Inserted::Replaced { seq, .. }) =
-                st.heap.insert(entry.key.clone(), NEVER, stand_in);
+                st.pending.insert(entry.key.clone(), NEVER, stand_in);
             job.ctl().set_seq(seq);
             Runnable::Periodic(job)
         }
         Task::StandIn(ctl) => {
             debug_assert!(false, "a stand-in was due");
-            let _ = st.heap.insert(entry.key, NEVER, Task::StandIn(ctl));
+            let _ = st.pending.insert(entry.key, NEVER, Task::StandIn(ctl));
             return None;
         }
     };
@@ -498,14 +498,14 @@ fn after_run<K: Key>(shared: &Shared<K>, index: usize, finished: Finished, exclu
             drop(guard);
             return drop_quietly(finished);
         };
-        let head = st.heap.peek_due();
+        let head = st.pending.peek_due();
         let leftover = put_back(shared, st, &key, finished);
-        let put_back_moved = st.heap.peek_due() != head;
-        let head = st.heap.peek_due();
+        let put_back_moved = st.pending.peek_due() != head;
+        let head = st.pending.peek_due();
         if exclusive {
-            let_go = st.exclusive.release(&key, &mut st.heap);
+            let_go = st.exclusive.release(&key, &mut st.pending);
         }
-        let release_moved = st.heap.peek_due() != head;
+        let release_moved = st.pending.peek_due() != head;
         shared.notify_if_drained(st);
         if put_back_moved || release_moved {
             shared.notify_leader();
@@ -548,13 +548,13 @@ fn put_back<K: Key>(
     match finished {
         Finished::Done => Leftover::Nothing,
         Finished::Again(due, job) => {
-            let stand_in = st.heap.get(key).map(|(_, seq)| seq);
+            let stand_in = st.pending.get(key).map(|(_, seq)| seq);
             let found = stand_in == Some(job.ctl().seq());
             if !found && !shared.faults.has(Fault::ReinsertWithoutStandInCheck) {
                 return Leftover::Drop(job);
             }
             let ctl = job.ctl().clone();
-            match st.heap.insert(key.clone(), due, Task::Periodic(job)) {
+            match st.pending.insert(key.clone(), due, Task::Periodic(job)) {
                 Inserted::New { seq } => {
                     ctl.set_seq(seq);
                     Leftover::Nothing
@@ -565,7 +565,7 @@ fn put_back<K: Key>(
                 }
             }
         }
-        Finished::Stop(job, outcome) => match st.heap.remove_seq(key, job.ctl().seq()) {
+        Finished::Stop(job, outcome) => match st.pending.remove_seq(key, job.ctl().seq()) {
             Some(stand_in) => Leftover::Finish(job, outcome, stand_in),
             None => Leftover::Drop(job),
         },
@@ -670,12 +670,19 @@ mod tests {
         };
         let held = shared.holds[0].lock().waiting.len();
         assert_eq!(held, HOLD_MAX - 1, "a backlog fills the hold");
-        assert_eq!(shared.state.lock().pending(), 99, "held tasks are pending");
+        assert_eq!(
+            shared.state.lock().pending_count(),
+            99,
+            "held tasks are pending"
+        );
         // Held keys 1..=15: cancel, replace, reschedule and due_of find them.
         assert!(shared.cancel(&TaskKey::Keyed(1), None), "cancel finds it");
         assert!(!shared.cancel(&TaskKey::Keyed(1), None), "once");
         let st = shared.state.lock();
-        assert!(st.heap.get(&TaskKey::Keyed(2)).is_some(), "due_of finds it");
+        assert!(
+            st.pending.get(&TaskKey::Keyed(2)).is_some(),
+            "due_of finds it"
+        );
         drop(st);
         admit_due_one(&shared, 3);
         assert_eq!(shared.holds[0].lock().waiting.len(), HOLD_MAX - 3);
@@ -696,7 +703,7 @@ mod tests {
             assert!(returned.contains(&k), "held key {k} returned");
         }
         assert!(shared.holds[0].lock().waiting.is_empty());
-        assert_eq!(shared.state.lock().pending(), 0);
+        assert_eq!(shared.state.lock().pending_count(), 0);
         execute(&shared, 0, first);
         execute(&shared, 0, next);
         assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 2);
@@ -768,7 +775,7 @@ mod tests {
             let shrink = c.shrink;
             execute(&shared, 0, c);
             if shrink {
-                assert!(shared.state.lock().heap.heap_sparse(), "left sparse");
+                assert!(shared.state.lock().pending.heap_sparse(), "left sparse");
                 shrinks += 1;
             }
             // Nothing is sent before the run.
@@ -776,7 +783,7 @@ mod tests {
             // Step 4d, as `run_due` takes it.
             if shrink {
                 shrink_heap(&shared);
-                assert!(!shared.state.lock().heap.heap_sparse(), "shrunk");
+                assert!(!shared.state.lock().pending.heap_sparse(), "shrunk");
             }
             // A free worker would receive them; this thread plays one.
             while let Some(msg) = shared.handoff.try_recv() {

@@ -26,7 +26,6 @@
 //!   is about to wait for.
 
 use super::handoff::Msg;
-use super::leader::latest_start;
 use super::shared::{Key, Shared, State};
 use super::time::NEVER;
 use super::wake::{self, WakePlan};
@@ -76,7 +75,7 @@ pub(crate) fn asks_for_one<K: Key>(
     let Some(deadline) = head.and_then(|due| shared.time.sleep_deadline(due)) else {
         return false;
     };
-    if plan.dense(deadline, latest_start(shared, st))
+    if plan.dense(deadline, shared.latest_start(st))
         || shared.handoff.watched_by(wake::deputy_until(deadline))
     {
         return false;

@@ -157,14 +157,8 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, plan: &mut WakePla
     }
     // No real deadline: nothing pending, or a clock moved by hand.
     let deadline = head.and_then(|due| shared.time.sleep_deadline(due));
-    let last = latest_start(shared, st);
+    let last = shared.latest_start(st);
     Step::Wait(plan.leader_wait(deadline, last, shared.time.real_now()))
-}
-
-/// The real instant the latest task started was due at, if any: the fact
-/// the wake policy's density test reads.
-pub(crate) fn latest_start<K>(shared: &Shared<K>, st: &State<K>) -> Option<Instant> {
-    st.latest_start.map(|due| shared.time.instant_of(due))
 }
 
 /// Step 3, a spin round: spin, the lock released, until `until` (the wake

@@ -238,6 +238,12 @@ impl<K: Key> Shared<K> {
         self.handoff.nudge();
     }
 
+    /// The real instant the latest task started was due at, if any: the
+    /// fact the wake policy's density test reads.
+    pub(crate) fn latest_start(&self, st: &State<K>) -> Option<std::time::Instant> {
+        st.latest_start.map(|due| self.time.instant_of(due))
+    }
+
     /// A draining leader waits for the last pending task; when a removal
     /// (not a start) takes it, the leader must hear of it or it would sleep
     /// until that task's due time, or for ever if it waits untimed.

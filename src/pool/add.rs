@@ -539,6 +539,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         stamped: impl FnMut(usize, Stamp),
     ) -> Result<(), Error> {
         let n = arrivals.len() as u64;
+        // A replace reports the task it removed: the stream stays open.
+        let _sending = self.shared.sending();
         self.shared.admit(arrivals, stamped).inspect_err(|_e| {
             self.shared.counters.refused(n);
             #[cfg(feature = "tracing")]

@@ -112,7 +112,10 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
-            Some(pool) => pool.cancel(&self.key, Some(self.seq)),
+            Some(pool) => {
+                let _sending = pool.sending();
+                pool.cancel(&self.key, Some(self.seq))
+            }
             None => false,
         }
     }
@@ -344,7 +347,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
-            Some(pool) => pool.cancel_current(&self.key, || self.ctl.seq()),
+            Some(pool) => {
+                let _sending = pool.sending();
+                pool.cancel_current(&self.key, || self.ctl.seq())
+            }
             None => false,
         }
     }

@@ -7,7 +7,8 @@
 //!   `time.rs` (the clock, the epoch, every time conversion), `wake.rs`
 //!   (the wake policy: pure, no shared state), `few.rs`, `fault.rs` (the
 //!   loom models' fault list), `stats.rs` (counters), `completion.rs` (the
-//!   completion stream's records and channel);
+//!   completion stream's records), `receiver.rs` (its channel, its end and
+//!   its receiver);
 //! - `periodic.rs` (policies; a periodic task between runs);
 //! - `task.rs` (the task record: what a heap entry can be);
 //! - `pending.rs` (the pending tasks: the heap, and the ready lane of tasks
@@ -50,6 +51,7 @@ mod outcome;
 mod pending;
 mod periodic;
 mod query;
+mod receiver;
 mod refused;
 mod retry;
 mod settle;
@@ -64,11 +66,12 @@ mod wake;
 mod worker;
 
 pub use builder::{Builder, MAX_WORKERS};
-pub use completion::{Completion, CompletionKind, CompletionReceiver};
+pub use completion::{Completion, CompletionKind};
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
 pub use query::CancelResult;
+pub use receiver::{CompletionIter, CompletionReceiver};
 pub use refused::Refused;
 pub use retry::{Retried, Retry, RetryHandle, RetryIf, RetryPolicy};
 pub use stats::{Lateness, Stats};
@@ -131,6 +134,19 @@ pub struct TimerPool<K> {
     shared: Arc<Shared<K>>,
     /// The worker threads; dropping them stops the pool.
     crew: Crew,
+    /// Set by the pool's drop: holds the completion stream open until the
+    /// crew, dropped before it, has reported the tasks its stop removed.
+    closing: completions::StreamHold<K>,
+}
+
+impl<K> Drop for TimerPool<K> {
+    fn drop(&mut self) {
+        // A loom model that failed unwinds through here (see `Crew`'s drop).
+        if std::thread::panicking() && cfg!(loom) {
+            return;
+        }
+        self.closing = self.shared.sending_owned();
+    }
 }
 
 impl<K> fmt::Debug for TimerPool<K> {
@@ -175,7 +191,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         let config = self.validate()?;
         let shared = Arc::new(Shared::new(config.clone(), key_names, observe));
         let crew = Crew::start(&shared, &config)?;
-        Ok(TimerPool { shared, crew })
+        Ok(TimerPool {
+            shared,
+            crew,
+            closing: Default::default(),
+        })
     }
 }
 
@@ -245,6 +265,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
+        let _sending = self.shared.sending();
         self.shared.cancel(&Keyed(key), None)
     }
 
@@ -564,9 +585,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// A receiver of the pool's completion channel, or `None` if the pool
     /// was built without one ([`Builder::completions`]). Every receiver
-    /// shares one queue: each record goes to one of them. It works in
-    /// `crossbeam_channel::select!`; see [`Completion`] for what a record
-    /// carries and `docs/semantics.md` ("Completion stream") for the rules.
+    /// shares one queue: each record goes to one of them. Read it blocking
+    /// or, from async code, as a `futures_core::Stream`; it ends once the
+    /// pool has shut down and its last record was sent, whoever still holds
+    /// the pool ([`CompletionReceiver`]). See [`Completion`] for what a
+    /// record carries and `docs/semantics.md` ("Completion stream") for the
+    /// rules.
     ///
     /// ```
     /// use std::time::Duration;

@@ -258,6 +258,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// Admit one task, or hand it back.
     fn try_admit(&self, key: TaskKey<K>, due: i64, task: Task) -> Result<Stamp, Refusal> {
+        // A replace reports the task it removed: the stream stays open.
+        let _sending = self.shared.sending();
         self.shared.admit_single(Arrival { key, due, task })
     }
 

@@ -135,6 +135,11 @@ pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
                 let mut live = shared.live.lock();
                 *live -= 1;
                 shared.exited.notify_all();
+                let last = *live == 0;
+                drop(live);
+                if last {
+                    shared.workers_exited();
+                }
                 return;
             }
         }

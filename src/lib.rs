@@ -24,6 +24,7 @@
 //! | hand over many keyed tasks under one lock | [`TimerPool::schedule_batch`], [`TimerPool::schedule_batch_detached`] | handles, or a count |
 //! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
 //! | move a pending task's deadline, keeping its closure and handle | [`TimerPool::reschedule`] | whether it was pending |
+//! | read, inside a task, its own key, due time, start, attempt or run count | [`TaskContext::current`] | a [`TaskContext`]; `None` outside a run |
 //! | wait for an outcome | [`TaskHandle::wait`], `wait_timeout`, `try_outcome`, or `.await` (handles are futures) | the [`Outcome`] |
 //! | receive every task's end as it happens, detached tasks too | [`Builder::completions`] with [`TimerPool::completions`], or [`Builder::on_completion`] | [`Completion`] records: a [`CompletionReceiver`], blocking or an async `Stream`, that ends at shutdown |
 //! | ask | [`TimerPool::due_of`], [`TimerPool::is_pending`], [`TaskHandle::replaced`], [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
@@ -161,8 +162,8 @@ pub use error::Error;
 pub use pool::{
     Builder, CancelResult, Completion, CompletionIter, CompletionKind, CompletionReceiver, Due,
     Lateness, MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Precision, Refused, Repeat,
-    Retried, Retry, RetryHandle, RetryIf, RetryPolicy, Stats, TaskHandle, TimerPool, Timing,
-    MAX_SPIN, MAX_WORKERS,
+    Retried, Retry, RetryHandle, RetryIf, RetryPolicy, Stats, TaskContext, TaskHandle, TimerPool,
+    Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

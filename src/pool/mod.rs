@@ -36,6 +36,7 @@ mod builder;
 mod cancel;
 mod completion;
 mod completions;
+mod context;
 mod crew;
 mod deputy;
 mod drain;
@@ -67,6 +68,7 @@ mod worker;
 
 pub use builder::{Builder, MAX_WORKERS};
 pub use completion::{Completion, CompletionKind};
+pub use context::TaskContext;
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};

@@ -29,6 +29,7 @@
 //! | receive every task's end as it happens, detached tasks too | [`Builder::completions`] with [`TimerPool::completions`], or [`Builder::on_completion`] | [`Completion`] records: a [`CompletionReceiver`], blocking or an async `Stream`, that ends at shutdown |
 //! | ask | [`TimerPool::due_of`], [`TimerPool::is_pending`], [`TaskHandle::replaced`], [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
 //! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), [`TimerPool::shutdown_timeout`] (drain, then return what is left), [`TimerPool::begin_shutdown`] with [`TimerPool::await_termination`] (Java's pair), drop | |
+//! | move a test's [`ManualClock`] and run all that comes due on the way, follow-ups included | [`TimerPool::advance`] (tokio's `time::advance`; a [`Steps`] for other bounds); [`TimerPool::settle`] to wait for quiet | the due times it stopped at |
 //! | drive time yourself, no threads | [`Scheduler`] with plain `i64` due times | |
 //!
 //! A method that looks a key up takes any borrowed form of it, as `HashMap`
@@ -162,8 +163,8 @@ pub use error::Error;
 pub use pool::{
     Builder, CancelResult, Completion, CompletionIter, CompletionKind, CompletionReceiver, Due,
     Lateness, MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Precision, Refused, Repeat,
-    Retried, Retry, RetryHandle, RetryIf, RetryPolicy, Stats, TaskContext, TaskHandle, TimerPool,
-    Timing, MAX_SPIN, MAX_WORKERS,
+    Retried, Retry, RetryHandle, RetryIf, RetryPolicy, Stats, Steps, TaskContext, TaskHandle,
+    TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

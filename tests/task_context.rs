@@ -94,7 +94,7 @@ fn a_rescheduled_task_reads_its_new_due_time_not_the_captured_one() {
 
 #[test]
 fn a_retried_task_sees_attempts_one_two_three() {
-    let (clock, pool) = manual(1);
+    let (_clock, pool) = manual(1);
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let a = attempts.clone();
     let t0 = pool.now();
@@ -109,7 +109,7 @@ fn a_retried_task_sees_attempts_one_two_three() {
             },
         )
         .unwrap();
-    pool.advance_in_steps(&clock, SEC * 10, 20, BOUND).unwrap();
+    pool.advance(SEC * 10).unwrap();
     let r = h.wait_timeout(BOUND).unwrap();
     assert_eq!((r.outcome, r.attempts), (Outcome::Completed(Err(503)), 3));
     let seen = attempts.lock().unwrap().clone();
@@ -123,7 +123,7 @@ fn a_retried_task_sees_attempts_one_two_three() {
 
 #[test]
 fn a_retried_task_that_panics_counts_its_attempts_too() {
-    let (clock, pool) = manual(1);
+    let (_clock, pool) = manual(1);
     let h = pool
         .schedule_retrying("flaky".into(), SEC, Retry::fixed(4, SEC), || {
             let n = TaskContext::current().unwrap().attempt();
@@ -133,7 +133,7 @@ fn a_retried_task_that_panics_counts_its_attempts_too() {
             Ok::<_, std::convert::Infallible>(n)
         })
         .unwrap();
-    pool.advance_in_steps(&clock, SEC * 10, 20, BOUND).unwrap();
+    pool.advance(SEC * 10).unwrap();
     let r = h.wait_timeout(BOUND).unwrap();
     assert_eq!((r.outcome, r.attempts), (Outcome::Completed(Ok(3)), 3));
     assert_eq!(r.last_panic.as_deref(), Some("attempt 2"));
@@ -141,7 +141,7 @@ fn a_retried_task_that_panics_counts_its_attempts_too() {
 
 #[test]
 fn a_periodic_task_sees_its_run_count_panicked_runs_included() {
-    let (clock, pool) = manual(1);
+    let (_clock, pool) = manual(1);
     let runs = Arc::new(Mutex::new(Vec::new()));
     let r = runs.clone();
     let every = Repeat::fixed_rate(SEC).on_panic(OnPanic::Continue);
@@ -155,7 +155,7 @@ fn a_periodic_task_sees_its_run_count_panicked_runs_included() {
             }
         })
         .unwrap();
-    pool.advance_in_steps(&clock, SEC * 4, 20, BOUND).unwrap();
+    pool.advance(SEC * 4).unwrap();
     assert!(h.cancel());
     let runs = runs.lock().unwrap().clone();
     let counts: Vec<_> = runs.iter().map(|s| (s.run_count, s.attempt)).collect();
@@ -170,7 +170,7 @@ fn a_periodic_task_sees_its_run_count_panicked_runs_included() {
 
 #[test]
 fn a_dynamic_task_stops_itself_on_its_run_count() {
-    let (clock, pool) = manual(1);
+    let (_clock, pool) = manual(1);
     let counts = Arc::new(Mutex::new(Vec::new()));
     let c = counts.clone();
     let h = pool
@@ -183,7 +183,7 @@ fn a_dynamic_task_stops_itself_on_its_run_count() {
             }
         })
         .unwrap();
-    pool.advance_in_steps(&clock, SEC * 20, 50, BOUND).unwrap();
+    pool.advance(SEC * 20).unwrap();
     assert_eq!(h.wait_timeout(BOUND).unwrap(), Outcome::Completed(()));
     let expected: Vec<_> = (1..=5).map(Some).collect();
     assert_eq!(*counts.lock().unwrap(), expected);

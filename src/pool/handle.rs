@@ -294,7 +294,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
 ///     n += 1;
 ///     if n == 2 { panic!("second poll failed") }
 /// })?;
-/// pool.advance_in_steps(&clock, Duration::from_secs(3), 10, Duration::from_secs(10))?;
+/// pool.advance(Duration::from_secs(3))?;
 /// assert_eq!((h.runs(), h.panics()), (2, 1));
 /// assert_eq!(h.last_panic().as_deref(), Some("second poll failed"));
 /// assert!(h.last_run().is_some() && h.missed() == 0);

@@ -76,6 +76,7 @@ pub use query::CancelResult;
 pub use receiver::{CompletionIter, CompletionReceiver};
 pub use refused::Refused;
 pub use retry::{Retried, Retry, RetryHandle, RetryIf, RetryPolicy};
+pub use settle::Steps;
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 pub use wake::{Precision, MAX_SPIN};
@@ -416,8 +417,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// periodic task is back in the heap at its next time). Work a task
     /// schedules that is already due keeps the pool from settling until it
     /// has run. With a [`ManualClock`](crate::ManualClock) this is how a
-    /// test waits for what an `advance` made due; with the real clock it
-    /// waits until quiet.
+    /// test waits for what a [`ManualClock::advance`](crate::ManualClock::advance)
+    /// made due ([`advance`](Self::advance) moves the clock and settles in
+    /// one call); with the real clock it waits until quiet.
     ///
     /// # Errors
     ///
@@ -448,64 +450,6 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// ```
     pub fn settle(&self, timeout: Duration) -> Result<(), Error> {
         self.shared.settle(Instant::now().checked_add(timeout))
-    }
-
-    /// Move `clock` (the pool's manual clock) forward by `by`, stopping at
-    /// every due time on the way, in order, and settling at each: a task
-    /// due every second sees each of ten ticks in a ten-second step, and
-    /// work a callback schedules inside the window runs at its time. Returns
-    /// how many due times it stopped at. `timeout` bounds the whole call.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::StepBound`] after `max_steps` stops short of the target (a
-    /// task that keeps rescheduling itself just ahead), [`Error::NotSettled`]
-    /// at `timeout`, [`Error::TimeOutOfRange`] if the target is past the
-    /// clock's range.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicU32, Ordering};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    /// use timerpool::{Clock, ManualClock, Repeat, TimerPool};
-    ///
-    /// let clock = ManualClock::new();
-    /// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
-    /// let ticks = Arc::new(AtomicU32::new(0));
-    /// let t = ticks.clone();
-    /// let every_second = Repeat::fixed_rate(Duration::from_secs(1));
-    /// pool.schedule_repeating("tick", Duration::from_secs(1), every_second, move || {
-    ///     t.fetch_add(1, Ordering::SeqCst);
-    /// })?;
-    /// let stops = pool.advance_in_steps(&clock, Duration::from_secs(10), 100, Duration::from_secs(10))?;
-    /// assert_eq!((stops, ticks.load(Ordering::SeqCst)), (10, 10));
-    /// # Ok::<(), timerpool::Error>(())
-    /// ```
-    pub fn advance_in_steps(
-        &self,
-        clock: &crate::ManualClock,
-        by: Duration,
-        max_steps: usize,
-        timeout: Duration,
-    ) -> Result<usize, Error> {
-        use crate::Clock;
-        let target = clock.now().checked_add(by).ok_or(Error::TimeOutOfRange)?;
-        let deadline = Instant::now().checked_add(timeout);
-        self.shared.settle(deadline)?;
-        let mut steps = 0;
-        while let Some(next) = self.next_due().filter(|&next| next <= target) {
-            if steps == max_steps {
-                return Err(Error::StepBound { steps });
-            }
-            steps += 1;
-            clock.advance(next.saturating_duration_since(clock.now()));
-            self.shared.settle(deadline)?;
-        }
-        clock.advance(target.saturating_duration_since(clock.now()));
-        self.shared.settle(deadline)?;
-        Ok(steps)
     }
 
     /// The earliest pending due time.

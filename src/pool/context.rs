@@ -58,8 +58,10 @@ pub(crate) enum RunKind {
     Retry,
 }
 
-/// This thread's current run, set for as long as the value lives.
-pub(crate) struct Running(Option<Run>);
+/// This thread's current run, set for as long as the value lives. Runs do
+/// not nest (a worker runs one task at a time, and a task cannot make its
+/// worker run another), so the end of a run clears it.
+pub(crate) struct Running(());
 
 impl Running {
     /// The run of a task of `kind` started as `ctx` says; `n` counts its
@@ -72,14 +74,15 @@ impl Running {
             n,
             kind,
         };
-        Running(RUN.replace(Some(run)))
+        RUN.set(Some(run));
+        Running(())
     }
 }
 
 impl Drop for Running {
     #[inline]
     fn drop(&mut self) {
-        RUN.set(self.0);
+        RUN.set(None);
     }
 }
 

@@ -540,8 +540,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     ) -> Result<(), Error> {
         let n = arrivals.len() as u64;
         // A replace reports the task it removed: the stream stays open.
-        let _sending = self.shared.sending();
-        self.shared.admit(arrivals, stamped).inspect_err(|_e| {
+        let admitted = self
+            .shared
+            .sending_while(|| self.shared.admit(arrivals, stamped));
+        admitted.inspect_err(|_e| {
             self.shared.counters.refused(n);
             #[cfg(feature = "tracing")]
             trace::refused(n, _e);

@@ -250,6 +250,17 @@ impl<K> Shared<K> {
         Sending(outlet.map(|o| &**o))
     }
 
+    /// Run `f`, a section that may end tasks from outside the workers,
+    /// holding the stream open ([`sending`](Self::sending)). Without a
+    /// channel it is `f` behind a branch: no guard, no unwinding path.
+    #[inline]
+    pub(crate) fn sending_while<R>(&self, f: impl FnOnce() -> R) -> R {
+        match self.completions.as_ref().and_then(|s| s.outlet()) {
+            None => f(),
+            Some(outlet) => held(outlet, f),
+        }
+    }
+
     /// [`sending`](Self::sending) for a section that outlives the borrow:
     /// the pool's drop, whose removals its crew makes after it.
     pub(crate) fn sending_owned(&self) -> StreamHold<K> {
@@ -266,6 +277,15 @@ impl<K> Shared<K> {
             outlet.release();
         }
     }
+}
+
+/// `f` run while `outlet`'s stream is held open; out of line, so the
+/// sections of a pool without a channel carry no guard.
+#[inline(never)]
+fn held<K, R>(outlet: &Outlet<K>, f: impl FnOnce() -> R) -> R {
+    outlet.hold();
+    let _sending = Sending(Some(outlet));
+    f()
 }
 
 /// A section holding the completion stream open ([`Shared::sending`]).

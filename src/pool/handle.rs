@@ -112,10 +112,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
-            Some(pool) => {
-                let _sending = pool.sending();
-                pool.cancel(&self.key, Some(self.seq))
-            }
+            Some(pool) => pool.sending_while(|| pool.cancel(&self.key, Some(self.seq))),
             None => false,
         }
     }
@@ -347,10 +344,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
-            Some(pool) => {
-                let _sending = pool.sending();
-                pool.cancel_current(&self.key, || self.ctl.seq())
-            }
+            Some(pool) => pool.sending_while(|| pool.cancel_current(&self.key, || self.ctl.seq())),
             None => false,
         }
     }

@@ -268,8 +268,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        let _sending = self.shared.sending();
-        self.shared.cancel(&Keyed(key), None)
+        self.shared
+            .sending_while(|| self.shared.cancel(&Keyed(key), None))
     }
 
     /// Move `key`'s pending task to `when`, keeping its closure and its

@@ -85,6 +85,10 @@ impl<K> Outlet<K> {
                     | crate::sync::TrySendError::Disconnected(r) => r,
                 });
             }
+            if inlet.wakers.is_empty() {
+                // No receiver is polled: the common case of a blocking one.
+                return Ok(());
+            }
             std::mem::take(&mut inlet.wakers)
         };
         wake(wakers);

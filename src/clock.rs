@@ -2,6 +2,7 @@
 //! for deterministic tests.
 
 use crate::sync::{Arc, Mutex, Weak};
+use std::any::Any;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,11 @@ use std::time::{Duration, Instant};
 /// due time. A clock that only moves when told to (like [`ManualClock`])
 /// returns `None` from [`sleep_deadline`](Clock::sleep_deadline) and calls the
 /// [`PoolWaker`]s it was given whenever it moves.
-pub trait Clock: Send + Sync + fmt::Debug + 'static {
+///
+/// A clock is `Any` (every `'static` type is), so that
+/// [`TimerPool::advance`](crate::TimerPool::advance) can tell a pool built
+/// on a [`ManualClock`] from one built on any other clock.
+pub trait Clock: Any + Send + Sync + fmt::Debug {
     /// The current time. Must never go backwards.
     fn now(&self) -> Instant;
 
@@ -85,6 +90,8 @@ impl fmt::Debug for PoolWaker {
 
 /// A clock that moves only when told to; [`advance`](ManualClock::advance)
 /// wakes every pool built on it, so threaded tests need no sleeps.
+/// [`TimerPool::advance`](crate::TimerPool::advance) moves a pool's manual
+/// clock and runs what falls due on the way in one call.
 ///
 /// Clones share the same time.
 ///
@@ -134,6 +141,12 @@ impl ManualClock {
     /// Move the clock forward by `by` and wake every pool built on it.
     /// Saturates instead of overflowing: an advance past the largest
     /// representable instant leaves the clock at that instant.
+    ///
+    /// It returns at once: the pools run what fell due on their workers
+    /// afterwards ([`TimerPool::settle`](crate::TimerPool::settle) waits
+    /// for that). [`TimerPool::advance`](crate::TimerPool::advance) moves
+    /// the clock, stopping at every due time on the way, and returns once
+    /// it all ran.
     ///
     /// # Examples
     ///

@@ -67,8 +67,11 @@ pub enum Error {
         /// The longest accepted window.
         max: std::time::Duration,
     },
-    /// [`TimerPool::settle`](crate::TimerPool::settle) reached its bound with
-    /// tasks still running or due.
+    /// [`TimerPool::settle`](crate::TimerPool::settle), or a step of
+    /// [`TimerPool::advance`](crate::TimerPool::advance), reached its
+    /// timeout with tasks still running or due: a task that blocks or never
+    /// returns (`running` above 0), or tasks that keep scheduling work due
+    /// at once, so the pool never settles.
     NotSettled {
         /// Tasks running at the bound.
         running: usize,
@@ -81,13 +84,23 @@ pub enum Error {
         /// gives the keys themselves.
         running_keys: Vec<String>,
     },
-    /// [`TimerPool::advance_in_steps`](crate::TimerPool::advance_in_steps)
-    /// visited this many due times without reaching its target: a task
-    /// that keeps scheduling work at "now" cannot be stepped past.
+    /// [`TimerPool::advance`](crate::TimerPool::advance) stopped at this
+    /// many due times, its bound ([`Steps::max`](crate::Steps::max)),
+    /// short of its target: tasks keep scheduling work just ahead of the
+    /// clock within the span (a periodic task whose period is far below the
+    /// span, or a chain of follow-ups), each stop making the next. Raise
+    /// the bound (advance by a [`Steps`](crate::Steps) with a larger `max`)
+    /// or advance by less. Work scheduled at "now" again and again is not
+    /// this: it never lets a step settle, and ends in
+    /// [`NotSettled`](Self::NotSettled) at the timeout.
     StepBound {
         /// The bound it reached.
         steps: usize,
     },
+    /// [`TimerPool::advance`](crate::TimerPool::advance) was called on a
+    /// pool whose clock is not a [`ManualClock`](crate::ManualClock): its
+    /// clock moves by itself and cannot be advanced.
+    NotManualClock,
     /// A retry policy ([`Retry`](crate::Retry)) was refused: this says why
     /// (zero attempts, or a jitter outside `0..=1`).
     InvalidRetry(&'static str),
@@ -139,15 +152,33 @@ impl fmt::Display for Error {
                 pending,
                 running_keys,
             } => {
-                write!(f, "not settled: {running} tasks still running")?;
+                write!(
+                    f,
+                    "not settled within the timeout: {running} tasks still running"
+                )?;
                 if !running_keys.is_empty() {
                     write!(f, " ({})", running_keys.join(", "))?;
                 }
-                write!(f, ", {pending} pending")
+                write!(f, ", {pending} pending")?;
+                if *running > 0 {
+                    f.write_str(
+                        "; a task that blocks or never returns keeps the pool from settling",
+                    )
+                } else if *pending > 0 {
+                    f.write_str("; work keeps falling due at once")
+                } else {
+                    Ok(())
+                }
             }
-            Error::StepBound { steps } => {
-                write!(f, "the clock did not reach its target within {steps} steps")
-            }
+            Error::StepBound { steps } => write!(
+                f,
+                "advance stopped at {steps} due times, its bound, short of its target: \
+                 tasks keep scheduling work just ahead of the clock \
+                 (raise Steps::max or advance by less)"
+            ),
+            Error::NotManualClock => f.write_str(
+                "advance needs a pool built on a ManualClock: this pool's clock moves by itself",
+            ),
             Error::ThreadStart(why) => write!(f, "a worker's start hook panicked: {why}"),
             Error::ShutDown => f.write_str("the pool is shut down and accepts no new tasks"),
             Error::TimeOutOfRange => {

@@ -24,10 +24,12 @@
 //! | hand over many keyed tasks under one lock | [`TimerPool::schedule_batch`], [`TimerPool::schedule_batch_detached`] | handles, or a count |
 //! | stop a pending task | [`TimerPool::cancel`], [`TaskHandle::cancel`], [`PeriodicHandle::cancel`] | whether it was pending |
 //! | move a pending task's deadline, keeping its closure and handle | [`TimerPool::reschedule`] | whether it was pending |
+//! | read, inside a task, its own key, due time, start, attempt or run count | [`TaskContext::current`] | a [`TaskContext`]; `None` outside a run |
 //! | wait for an outcome | [`TaskHandle::wait`], `wait_timeout`, `try_outcome`, or `.await` (handles are futures) | the [`Outcome`] |
-//! | receive every task's end as it happens, detached tasks too | [`Builder::completions`] with [`TimerPool::completions`], or [`Builder::on_completion`] | [`Completion`] records ([`CompletionReceiver`]) |
+//! | receive every task's end as it happens, detached tasks too | [`Builder::completions`] with [`TimerPool::completions`], or [`Builder::on_completion`] | [`Completion`] records: a [`CompletionReceiver`], blocking or an async `Stream`, that ends at shutdown |
 //! | ask | [`TimerPool::due_of`], [`TimerPool::is_pending`], [`TaskHandle::replaced`], [`TimerPool::len`], [`TimerPool::next_due`], [`TimerPool::now`], [`TimerPool::stats`] | |
 //! | stop the pool | [`TimerPool::shutdown`] (drain), [`TimerPool::shutdown_now`] (return pending keys), [`TimerPool::shutdown_timeout`] (drain, then return what is left), [`TimerPool::begin_shutdown`] with [`TimerPool::await_termination`] (Java's pair), drop | |
+//! | move a test's [`ManualClock`] and run all that comes due on the way, follow-ups included | [`TimerPool::advance`] (tokio's `time::advance`; a [`Steps`] for other bounds); [`TimerPool::settle`] to wait for quiet | the due times it stopped at |
 //! | drive time yourself, no threads | [`Scheduler`] with plain `i64` due times | |
 //!
 //! A method that looks a key up takes any borrowed form of it, as `HashMap`
@@ -162,10 +164,10 @@ mod sync;
 pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{
-    Builder, CancelResult, Completion, CompletionKind, CompletionReceiver, Due, Lateness,
-    MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Precision, Refused, Repeat, Retried,
-    Retry, RetryHandle, RetryIf, RetryPolicy, Stats, TaskHandle, TimerPool, Timing, MAX_SPIN,
-    MAX_WORKERS,
+    Builder, CancelResult, Completion, CompletionIter, CompletionKind, CompletionReceiver, Due,
+    Lateness, MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Precision, Refused, Repeat,
+    Retried, Retry, RetryHandle, RetryIf, RetryPolicy, Stats, Steps, TaskContext, TaskHandle,
+    TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

@@ -249,7 +249,7 @@ fn the_channel_works_in_select() {
         .unwrap();
     clock.advance(Duration::from_secs(1));
     select! {
-        recv(done) -> r => assert_eq!(r.unwrap().key, Some("job")),
+        recv(done.as_crossbeam()) -> r => assert_eq!(r.unwrap().key, Some("job")),
         recv(stop_rx) -> _ => panic!("stopped"),
         default(BOUND) => panic!("no record within {BOUND:?}"),
     }

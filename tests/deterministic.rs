@@ -8,7 +8,7 @@ use common::*;
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
-use timerpool::{Clock, Error, ManualClock, Repeat, TimerPool};
+use timerpool::{Clock, Error, ManualClock, Repeat, Steps, TimerPool};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -38,7 +38,7 @@ fn a_ten_second_step_shows_a_one_second_task_all_ten_ticks() {
         s.lock().unwrap().push(c.now() - t0);
     })
     .unwrap();
-    let stops = pool.advance_in_steps(&clock, SEC * 10, 100, BOUND).unwrap();
+    let stops = pool.advance(SEC * 10).unwrap();
     assert_eq!(stops, 10);
     let expected: Vec<_> = (1..=10).map(|k| SEC * k).collect();
     assert_eq!(*seen.lock().unwrap(), expected, "each tick at its own time");
@@ -65,7 +65,7 @@ fn work_a_callback_schedules_inside_the_step_runs_at_its_time() {
         .unwrap();
     })
     .unwrap();
-    pool.advance_in_steps(&clock, SEC * 5, 100, BOUND).unwrap();
+    pool.advance(SEC * 5).unwrap();
     assert_eq!(
         *seen.lock().unwrap(),
         vec![("first", SEC), ("follow-up", SEC * 2)]
@@ -102,7 +102,12 @@ fn a_task_that_keeps_rescheduling_itself_just_ahead_meets_the_step_bound() {
     let every_ns = Repeat::fixed_delay(Duration::from_nanos(1));
     pool.schedule_repeating("busy", Duration::ZERO, every_ns, || {})
         .unwrap();
-    let e = pool.advance_in_steps(&clock, SEC, 50, BOUND).unwrap_err();
+    let steps = Steps {
+        by: SEC,
+        max: 50,
+        timeout: BOUND,
+    };
+    let e = pool.advance(steps).unwrap_err();
     assert_eq!(e, Error::StepBound { steps: 50 });
 }
 
@@ -133,7 +138,8 @@ fn settle_timing_out_on_a_blocked_task_names_its_key() {
     assert_eq!(running_keys, &["7"]);
     assert_eq!(
         e.to_string(),
-        "not settled: 1 tasks still running (7), 0 pending"
+        "not settled within the timeout: 1 tasks still running (7), 0 pending; \
+         a task that blocks or never returns keeps the pool from settling"
     );
     assert!(pool.is_running(&7));
     release.send(()).unwrap();

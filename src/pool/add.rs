@@ -193,7 +193,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// let clock = ManualClock::new();
     /// let pool = TimerPool::<u64>::builder().workers(1).clock(clock.clone()).build()?;
     /// let h = pool.submit_repeating(Duration::from_secs(1), Repeat::fixed_rate(Duration::from_secs(1)), || {})?;
-    /// pool.advance_in_steps(&clock, Duration::from_secs(3), 10, Duration::from_secs(10))?;
+    /// pool.advance(Duration::from_secs(3))?;
     /// assert_eq!(h.runs(), 3);
     /// # Ok::<(), timerpool::Error>(())
     /// ```
@@ -251,7 +251,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     ///         }
     ///     },
     /// )?;
-    /// pool.advance_in_steps(&clock, Duration::from_secs(10), 10, Duration::from_secs(5))?;
+    /// pool.advance(Duration::from_secs(10))?;
     /// assert_eq!(retry.runs(), 3);
     /// assert_eq!(retry.wait(), Outcome::Completed(()));
     /// # Ok::<(), timerpool::Error>(())
@@ -287,7 +287,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     ///     left -= 1;
     ///     if left == 0 { Next::Stop } else { Next::After(Duration::from_secs(5)) }
     /// })?;
-    /// pool.advance_in_steps(&clock, Duration::from_secs(10), 10, Duration::from_secs(10))?;
+    /// pool.advance(Duration::from_secs(10))?;
     /// assert_eq!(h.wait(), Outcome::Completed(()));
     /// # Ok::<(), timerpool::Error>(())
     /// ```
@@ -539,7 +539,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         stamped: impl FnMut(usize, Stamp),
     ) -> Result<(), Error> {
         let n = arrivals.len() as u64;
-        self.shared.admit(arrivals, stamped).inspect_err(|_e| {
+        // A replace reports the task it removed: the stream stays open.
+        let admitted = self
+            .shared
+            .sending_while(|| self.shared.admit(arrivals, stamped));
+        admitted.inspect_err(|_e| {
             self.shared.counters.refused(n);
             #[cfg(feature = "tracing")]
             trace::refused(n, _e);

@@ -1,9 +1,11 @@
 //! The completion stream's records and plumbing: what a record says, and
 //! the channel and listener a pool built with a stream sends them to. The
-//! protocol of sending them is in `completions.rs`.
+//! protocol of sending them is in `completions.rs`, the channel and its
+//! receiver in `receiver.rs`.
 
 use super::outcome::Outcome;
-use crate::sync::{bounded, Arc, Receiver, Sender};
+use super::receiver::{CompletionReceiver, Outlet};
+use crate::sync::{Arc, Receiver};
 use std::fmt;
 use std::time::Instant;
 
@@ -57,22 +59,18 @@ pub struct Completion<K> {
     pub finished: Option<Instant>,
 }
 
-/// The receiving end of a pool's completion channel: a
-/// [`crossbeam_channel::Receiver`](https://docs.rs/crossbeam-channel), so it
-/// works in `crossbeam_channel::select!`, with `recv_timeout` and as an
-/// iterator (which ends once the pool is dropped, its workers joined, and
-/// the records are read; handles do not keep it open).
-pub type CompletionReceiver<K> = Receiver<Completion<K>>;
-
 /// A completion listener, as the builder keeps it.
 pub(crate) type Listener<K> = Arc<dyn Fn(&Completion<K>) + Send + Sync>;
 
-/// The completion channel: its sender and the receiver the pool hands out.
-pub(crate) type Channel<K> = (Sender<Completion<K>>, Receiver<Completion<K>>);
+/// The completion channel: its sending side and the receiver the pool
+/// hands out copies of.
+pub(crate) type Channel<K> = (Arc<Outlet<K>>, Receiver<Completion<K>>);
 
 /// Where records go; present only when the pool was built with a stream.
+/// Dropped with the pool's engine, it ends the stream.
 pub(crate) struct Sink<K> {
-    /// The bounded channel: its sender and the receiver the pool hands out.
+    /// The bounded channel: its sending side and the receiver the pool
+    /// hands out copies of.
     pub(crate) channel: Option<Channel<K>>,
     /// The listener.
     pub(crate) listener: Option<Listener<K>>,
@@ -127,7 +125,7 @@ impl<K> Observe<K> {
             return None;
         }
         Some(Sink {
-            channel: self.capacity.map(bounded),
+            channel: self.capacity.map(Outlet::new),
             listener: self.listener.take(),
         })
     }
@@ -136,6 +134,25 @@ impl<K> Observe<K> {
 impl<K> Sink<K> {
     /// A receiver of the channel, if there is one.
     pub(crate) fn receiver(&self) -> Option<CompletionReceiver<K>> {
-        self.channel.as_ref().map(|(_, rx)| rx.clone())
+        let (outlet, rx) = self.channel.as_ref()?;
+        Some(CompletionReceiver::new(rx.clone(), outlet.clone()))
+    }
+
+    /// The channel's sending side, if there is one.
+    pub(crate) fn outlet(&self) -> Option<&Arc<Outlet<K>>> {
+        self.channel.as_ref().map(|(outlet, _)| outlet)
+    }
+}
+
+impl<K> Drop for Sink<K> {
+    /// The engine is gone: no record can follow.
+    fn drop(&mut self) {
+        // A failed loom model unwinds through here: no loom operation then.
+        if cfg!(loom) && std::thread::panicking() {
+            return;
+        }
+        if let Some(outlet) = self.outlet() {
+            outlet.close();
+        }
     }
 }

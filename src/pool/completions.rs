@@ -22,15 +22,23 @@
 //!   branch per ended task and makes no record; the hooks' plumbing costs
 //!   about 50 instructions a task in all (`docs/benchmarks.md`, "Tracing
 //!   and the completion stream").
+//! - The channel's stream ends once the pool has shut down and no record
+//!   can follow (`receiver.rs`): every caller-side section that may end a
+//!   task (cancel, a schedule that may replace, a shutdown, the pool's
+//!   drop) holds it open with [`Shared::sending`] from before it takes the
+//!   pool's lock until its records are sent; the workers hold it open
+//!   until the last of them exits ([`Shared::workers_exited`]). Without a
+//!   channel a section pays a branch.
 
 use super::builder::Builder;
-use super::completion::{Completion, CompletionKind, CompletionReceiver};
+use super::completion::{Completion, CompletionKind};
 use super::outcome::{Abandon, Outcome, Ran, RunCtx, Timing};
+use super::receiver::{CompletionReceiver, Outlet};
 use super::shared::{Key, Shared};
 use super::task::TaskKey;
 use super::time::NEVER;
 use crate::contain::{catch, drop_quietly, forget_payload};
-use crate::sync::{Arc, TrySendError};
+use crate::sync::Arc;
 use std::hash::Hash;
 use std::time::Instant;
 
@@ -130,9 +138,11 @@ impl<K: Key> Shared<K> {
             }
         }
         let unsent = match &sink.channel {
-            Some((tx, _)) => match tx.try_send(record) {
+            Some((outlet, _)) => match outlet.send(record) {
                 Ok(()) => return,
-                Err(TrySendError::Full(r) | TrySendError::Disconnected(r)) => {
+                Err(r) => {
+                    // Full, or (a section that did not hold the stream
+                    // open) after the stream ended.
                     self.counters.completion_dropped();
                     r
                 }
@@ -224,6 +234,94 @@ impl<K: Key> Shared<K> {
             return true;
         }
         self.reports()
+    }
+}
+
+impl<K> Shared<K> {
+    /// Hold the completion stream open for a section that may end tasks
+    /// from outside the workers; taken before the section takes the
+    /// pool's lock, dropped once its records are sent.
+    #[inline]
+    pub(crate) fn sending(&self) -> Sending<'_, K> {
+        let outlet = self.completions.as_ref().and_then(|s| s.outlet());
+        if let Some(outlet) = outlet {
+            outlet.hold();
+        }
+        Sending(outlet.map(|o| &**o))
+    }
+
+    /// Run `f`, a section that may end tasks from outside the workers,
+    /// holding the stream open ([`sending`](Self::sending)). Without a
+    /// channel it is `f` behind a branch: no guard, no unwinding path.
+    #[inline]
+    pub(crate) fn sending_while<R>(&self, f: impl FnOnce() -> R) -> R {
+        match self.completions.as_ref().and_then(|s| s.outlet()) {
+            None => f(),
+            Some(outlet) => held(outlet, f),
+        }
+    }
+
+    /// [`sending`](Self::sending) for a section that outlives the borrow:
+    /// the pool's drop, whose removals its crew makes after it.
+    pub(crate) fn sending_owned(&self) -> StreamHold<K> {
+        let outlet = self.completions.as_ref().and_then(|s| s.outlet());
+        if let Some(outlet) = outlet {
+            outlet.hold();
+        }
+        StreamHold(outlet.cloned())
+    }
+
+    /// The last worker exited: the workers' hold on the stream ends.
+    pub(crate) fn workers_exited(&self) {
+        if let Some(outlet) = self.completions.as_ref().and_then(|s| s.outlet()) {
+            outlet.release();
+        }
+    }
+}
+
+/// `f` run while `outlet`'s stream is held open; out of line, so the
+/// sections of a pool without a channel carry no guard.
+#[inline(never)]
+fn held<K, R>(outlet: &Outlet<K>, f: impl FnOnce() -> R) -> R {
+    outlet.hold();
+    let _sending = Sending(Some(outlet));
+    f()
+}
+
+/// A section holding the completion stream open ([`Shared::sending`]).
+pub(crate) struct Sending<'a, K>(Option<&'a Outlet<K>>);
+
+impl<K> Drop for Sending<'_, K> {
+    fn drop(&mut self) {
+        // A failed loom model unwinds through here: no loom operation then.
+        if cfg!(loom) && std::thread::panicking() {
+            return;
+        }
+        if let Some(outlet) = self.0 {
+            outlet.release();
+        }
+    }
+}
+
+/// An owned [`Sending`] ([`Shared::sending_owned`]); holds nothing by
+/// default.
+pub(crate) struct StreamHold<K>(Option<Arc<Outlet<K>>>);
+
+impl<K> Default for StreamHold<K> {
+    fn default() -> Self {
+        StreamHold(None)
+    }
+}
+
+impl<K> Drop for StreamHold<K> {
+    fn drop(&mut self) {
+        // A failed loom model unwinds through here: no loom operation then.
+        if cfg!(loom) && std::thread::panicking() {
+            return;
+        }
+        if let Some(outlet) = &self.0 {
+            outlet.release();
+        }
     }
 }
 

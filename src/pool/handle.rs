@@ -112,7 +112,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
     #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
-            Some(pool) => pool.cancel(&self.key, Some(self.seq)),
+            Some(pool) => pool.sending_while(|| pool.cancel(&self.key, Some(self.seq))),
             None => false,
         }
     }
@@ -291,7 +291,7 @@ impl<T, K: Hash + Eq + Clone + Send + 'static> TaskHandle<T, K> {
 ///     n += 1;
 ///     if n == 2 { panic!("second poll failed") }
 /// })?;
-/// pool.advance_in_steps(&clock, Duration::from_secs(3), 10, Duration::from_secs(10))?;
+/// pool.advance(Duration::from_secs(3))?;
 /// assert_eq!((h.runs(), h.panics()), (2, 1));
 /// assert_eq!(h.last_panic().as_deref(), Some("second poll failed"));
 /// assert!(h.last_run().is_some() && h.missed() == 0);
@@ -344,7 +344,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> PeriodicHandle<K> {
     #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
         match self.pool.upgrade() {
-            Some(pool) => pool.cancel_current(&self.key, || self.ctl.seq()),
+            Some(pool) => pool.sending_while(|| pool.cancel_current(&self.key, || self.ctl.seq())),
             None => false,
         }
     }

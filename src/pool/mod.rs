@@ -7,7 +7,8 @@
 //!   `time.rs` (the clock, the epoch, every time conversion), `wake.rs`
 //!   (the wake policy: pure, no shared state), `few.rs`, `fault.rs` (the
 //!   loom models' fault list), `stats.rs` (counters), `completion.rs` (the
-//!   completion stream's records and channel);
+//!   completion stream's records), `receiver.rs` (its channel, its end and
+//!   its receiver);
 //! - `periodic.rs` (policies; a periodic task between runs);
 //! - `task.rs` (the task record: what a heap entry can be);
 //! - `pending.rs` (the pending tasks: the heap, and the ready lane of tasks
@@ -35,6 +36,7 @@ mod builder;
 mod cancel;
 mod completion;
 mod completions;
+mod context;
 mod crew;
 mod deputy;
 mod drain;
@@ -50,6 +52,7 @@ mod outcome;
 mod pending;
 mod periodic;
 mod query;
+mod receiver;
 mod refused;
 mod retry;
 mod settle;
@@ -64,13 +67,16 @@ mod wake;
 mod worker;
 
 pub use builder::{Builder, MAX_WORKERS};
-pub use completion::{Completion, CompletionKind, CompletionReceiver};
+pub use completion::{Completion, CompletionKind};
+pub use context::TaskContext;
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
 pub use query::CancelResult;
+pub use receiver::{CompletionIter, CompletionReceiver};
 pub use refused::Refused;
 pub use retry::{Retried, Retry, RetryHandle, RetryIf, RetryPolicy};
+pub use settle::Steps;
 pub use stats::{Lateness, Stats};
 pub use time::Due;
 pub use wake::{Precision, MAX_SPIN};
@@ -131,6 +137,19 @@ pub struct TimerPool<K> {
     shared: Arc<Shared<K>>,
     /// The worker threads; dropping them stops the pool.
     crew: Crew,
+    /// Set by the pool's drop: holds the completion stream open until the
+    /// crew, dropped before it, has reported the tasks its stop removed.
+    closing: completions::StreamHold<K>,
+}
+
+impl<K> Drop for TimerPool<K> {
+    fn drop(&mut self) {
+        // A loom model that failed unwinds through here (see `Crew`'s drop).
+        if std::thread::panicking() && cfg!(loom) {
+            return;
+        }
+        self.closing = self.shared.sending_owned();
+    }
 }
 
 impl<K> fmt::Debug for TimerPool<K> {
@@ -175,7 +194,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         let config = self.validate()?;
         let shared = Arc::new(Shared::new(config.clone(), key_names, observe));
         let crew = Crew::start(&shared, &config)?;
-        Ok(TimerPool { shared, crew })
+        Ok(TimerPool {
+            shared,
+            crew,
+            closing: Default::default(),
+        })
     }
 }
 
@@ -245,7 +268,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        self.shared.cancel(&Keyed(key), None)
+        self.shared
+            .sending_while(|| self.shared.cancel(&Keyed(key), None))
     }
 
     /// Move `key`'s pending task to `when`, keeping its closure and its
@@ -393,8 +417,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// periodic task is back in the heap at its next time). Work a task
     /// schedules that is already due keeps the pool from settling until it
     /// has run. With a [`ManualClock`](crate::ManualClock) this is how a
-    /// test waits for what an `advance` made due; with the real clock it
-    /// waits until quiet.
+    /// test waits for what a [`ManualClock::advance`](crate::ManualClock::advance)
+    /// made due ([`advance`](Self::advance) moves the clock and settles in
+    /// one call); with the real clock it waits until quiet.
     ///
     /// # Errors
     ///
@@ -425,64 +450,6 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// ```
     pub fn settle(&self, timeout: Duration) -> Result<(), Error> {
         self.shared.settle(Instant::now().checked_add(timeout))
-    }
-
-    /// Move `clock` (the pool's manual clock) forward by `by`, stopping at
-    /// every due time on the way, in order, and settling at each: a task
-    /// due every second sees each of ten ticks in a ten-second step, and
-    /// work a callback schedules inside the window runs at its time. Returns
-    /// how many due times it stopped at. `timeout` bounds the whole call.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::StepBound`] after `max_steps` stops short of the target (a
-    /// task that keeps rescheduling itself just ahead), [`Error::NotSettled`]
-    /// at `timeout`, [`Error::TimeOutOfRange`] if the target is past the
-    /// clock's range.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicU32, Ordering};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    /// use timerpool::{Clock, ManualClock, Repeat, TimerPool};
-    ///
-    /// let clock = ManualClock::new();
-    /// let pool = TimerPool::<&str>::builder().workers(1).clock(clock.clone()).build()?;
-    /// let ticks = Arc::new(AtomicU32::new(0));
-    /// let t = ticks.clone();
-    /// let every_second = Repeat::fixed_rate(Duration::from_secs(1));
-    /// pool.schedule_repeating("tick", Duration::from_secs(1), every_second, move || {
-    ///     t.fetch_add(1, Ordering::SeqCst);
-    /// })?;
-    /// let stops = pool.advance_in_steps(&clock, Duration::from_secs(10), 100, Duration::from_secs(10))?;
-    /// assert_eq!((stops, ticks.load(Ordering::SeqCst)), (10, 10));
-    /// # Ok::<(), timerpool::Error>(())
-    /// ```
-    pub fn advance_in_steps(
-        &self,
-        clock: &crate::ManualClock,
-        by: Duration,
-        max_steps: usize,
-        timeout: Duration,
-    ) -> Result<usize, Error> {
-        use crate::Clock;
-        let target = clock.now().checked_add(by).ok_or(Error::TimeOutOfRange)?;
-        let deadline = Instant::now().checked_add(timeout);
-        self.shared.settle(deadline)?;
-        let mut steps = 0;
-        while let Some(next) = self.next_due().filter(|&next| next <= target) {
-            if steps == max_steps {
-                return Err(Error::StepBound { steps });
-            }
-            steps += 1;
-            clock.advance(next.saturating_duration_since(clock.now()));
-            self.shared.settle(deadline)?;
-        }
-        clock.advance(target.saturating_duration_since(clock.now()));
-        self.shared.settle(deadline)?;
-        Ok(steps)
     }
 
     /// The earliest pending due time.
@@ -564,9 +531,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// A receiver of the pool's completion channel, or `None` if the pool
     /// was built without one ([`Builder::completions`]). Every receiver
-    /// shares one queue: each record goes to one of them. It works in
-    /// `crossbeam_channel::select!`; see [`Completion`] for what a record
-    /// carries and `docs/semantics.md` ("Completion stream") for the rules.
+    /// shares one queue: each record goes to one of them. Read it blocking
+    /// or, from async code, as a `futures_core::Stream`; it ends once the
+    /// pool has shut down and its last record was sent, whoever still holds
+    /// the pool ([`CompletionReceiver`]). See [`Completion`] for what a
+    /// record carries and `docs/semantics.md` ("Completion stream") for the
+    /// rules.
     ///
     /// ```
     /// use std::time::Duration;

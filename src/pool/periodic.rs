@@ -15,6 +15,7 @@
 //! what it shares with its stand-in and its handle ([`PeriodicCtl`]); it
 //! touches no pool state.
 
+use super::context::{RunKind, Running};
 use super::fault::Faults;
 use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, Timing, LOST};
 use super::time::{nanos, Now, NEVER};
@@ -353,7 +354,15 @@ impl PeriodicJob {
     /// Run once on a worker, catching a panic; `finish` reads the pool's
     /// clock when the run returns.
     pub(crate) fn run(&mut self, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> (Ran, After) {
+        // This run's number: the runs that returned or panicked, and this.
+        let n = self.ctl.runs() + self.ctl.panics() + 1;
+        let kind = match self.ctl.is_retry() {
+            true => RunKind::Retry,
+            false => RunKind::Periodic,
+        };
+        let running = Running::enter(ctx, kind, n);
         let result = catch_unwind(AssertUnwindSafe(&mut self.f));
+        drop(running);
         let end = finish();
         *self.ctl.last_run.lock() = Some(Timing {
             due: ctx.due_at,

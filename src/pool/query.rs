@@ -152,6 +152,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         Q: ?Sized + Hash + Eq,
     {
         let key = Keyed(key);
+        let _sending = self.shared.sending();
         let (removed, running, retired) = {
             let mut st = self.shared.state.lock();
             let removed = st.remove_pending(&key, None);

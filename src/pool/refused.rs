@@ -258,7 +258,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
 
     /// Admit one task, or hand it back.
     fn try_admit(&self, key: TaskKey<K>, due: i64, task: Task) -> Result<Stamp, Refusal> {
-        self.shared.admit_single(Arrival { key, due, task })
+        // A replace reports the task it removed: the stream stays open.
+        let arrival = Arrival { key, due, task };
+        self.shared
+            .sending_while(|| self.shared.admit_single(arrival))
     }
 
     /// Count (and trace) a refusal and pair its error with the closure.

@@ -326,7 +326,7 @@ struct Attempts<T> {
 ///     calls += 1;
 ///     if calls < 2 { Err(format!("try {calls} failed")) } else { Ok(calls) }
 /// })?;
-/// pool.advance_in_steps(&clock, Duration::from_secs(5), 10, Duration::from_secs(10))?;
+/// pool.advance(Duration::from_secs(5))?;
 /// let done = h.wait();
 /// assert_eq!(done.outcome, Outcome::Completed(Ok(2)));
 /// assert_eq!((done.attempts, done.last_panic), (2, None));
@@ -512,7 +512,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     ///     Err(503)
     /// })?;
     /// // Attempts at 0 s, 1 s and 3 s.
-    /// pool.advance_in_steps(&clock, Duration::from_secs(10), 10, Duration::from_secs(10))?;
+    /// pool.advance(Duration::from_secs(10))?;
     /// let done = h.wait();
     /// assert_eq!((done.outcome, done.attempts), (Outcome::Completed(Err(503)), 3));
     /// # Ok::<(), timerpool::Error>(())

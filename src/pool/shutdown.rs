@@ -29,7 +29,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn shutdown(&self) {
-        self.shared.begin_drain();
+        {
+            let _sending = self.shared.sending();
+            self.shared.begin_drain();
+        }
         self.crew.join();
     }
 
@@ -55,7 +58,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// ```
     #[doc(alias = "shutdownNow")]
     pub fn shutdown_now(&self) -> Vec<K> {
-        let keys = self.shared.stop_now();
+        let keys = {
+            let _sending = self.shared.sending();
+            self.shared.stop_now()
+        };
         self.crew.join();
         keys
     }
@@ -82,6 +88,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn begin_shutdown(&self) {
+        let _sending = self.shared.sending();
         self.shared.begin_drain();
     }
 
@@ -146,10 +153,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// # Ok::<(), timerpool::Error>(())
     /// ```
     pub fn shutdown_timeout(&self, timeout: Duration) -> Vec<K> {
-        self.shared.begin_drain();
+        {
+            let _sending = self.shared.sending();
+            self.shared.begin_drain();
+        }
         if self.await_termination(timeout) {
             return Vec::new();
         }
+        let _sending = self.shared.sending();
         self.shared.stop_now()
     }
 

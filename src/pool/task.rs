@@ -7,6 +7,7 @@
 //! lock. Running, expiring or abandoning a task consumes it, so it delivers
 //! exactly one outcome.
 
+use super::context::{RunKind, Running};
 use super::fault::Faults;
 use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, ReadSlot, RunCtx, Stamps, LOST};
 use super::periodic::{PeriodicCtl, PeriodicJob};
@@ -260,7 +261,10 @@ where
             debug_assert!(false, "a task ran twice");
             return Ran::Completed;
         };
-        match catch_unwind(AssertUnwindSafe(f)) {
+        let running = Running::enter(ctx, RunKind::Once, 1);
+        let result = catch_unwind(AssertUnwindSafe(f));
+        drop(running);
+        match result {
             Ok(()) => Ran::Completed,
             Err(payload) => {
                 *panic = kept_message(ctx, payload);
@@ -370,7 +374,9 @@ where
             debug_assert!(false, "a task ran twice");
             return Ran::Completed;
         };
+        let running = Running::enter(ctx, RunKind::Once, 1);
         let result = catch_unwind(AssertUnwindSafe(f));
+        drop(running);
         if !watched() {
             // Skip delivering the outcome, and the clock read that would
             // date it.

@@ -94,6 +94,8 @@ enum Leftover<K> {
 
 /// A worker's whole life; `index` picks its counters.
 pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
+    // Its tasks find their keys through it (`TaskContext::key`).
+    let _worker = super::context::Worker::enter(shared, index);
     // The earliest pending due time this worker saw when it last found
     // nothing due, to watch over as the deputy.
     let mut watch = None;
@@ -128,6 +130,11 @@ pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
                 let mut live = shared.live.lock();
                 *live -= 1;
                 shared.exited.notify_all();
+                let last = *live == 0;
+                drop(live);
+                if last {
+                    shared.workers_exited();
+                }
                 return;
             }
         }

@@ -43,7 +43,7 @@ pub struct Builder<K> {
     config: Config,
     /// How errors name keys, if they do ([`debug_keys`](Self::debug_keys)).
     key_names: Option<fn(&K) -> String>,
-    /// The completion channel and listener asked for (`completions.rs`),
+    /// The completion channel and listener asked for (`completion/send.rs`),
     /// and the tracing key format (`trace.rs`).
     observe: Observe<K>,
     /// The key type.
@@ -463,7 +463,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         self.key_names
     }
 
-    /// What observes the pool, for `completions.rs` and `trace.rs`.
+    /// What observes the pool, for `completion/send.rs` and `trace.rs`.
     pub(crate) fn observe_mut(&mut self) -> &mut Observe<K> {
         &mut self.observe
     }

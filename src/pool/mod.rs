@@ -6,18 +6,17 @@
 //! - `outcome.rs` (outcomes, timing, the slot a task delivers into),
 //!   `time.rs` (the clock, the epoch, every time conversion), `wake.rs`
 //!   (the wake policy: pure, no shared state), `few.rs`, `fault.rs` (the
-//!   loom models' fault list), `stats.rs` (counters), `completion.rs` (the
-//!   completion stream's records), `receiver.rs` (its channel, its end and
-//!   its receiver);
+//!   loom models' fault list), `stats.rs` (counters), `completion/` (the
+//!   completion stream: its records, sending them, its receiver and end);
 //! - `periodic.rs` (policies; a periodic task between runs);
-//! - `task.rs` (the task record: what a heap entry can be);
+//! - `task.rs` (the task record: what a heap entry can be), `context.rs`
+//!   (what a running task can read of itself);
 //! - `pending.rs` (the pending tasks: the heap, and the ready lane of tasks
 //!   due on arrival beside it), `hold.rs` (the workers' holds);
 //! - `handoff.rs` (the mailbox the free workers wait on, what travels
 //!   through it; the lead token), `exclusive.rs` (busy and held keys),
 //!   `builder.rs` (configuration);
-//! - `shared.rs` (the engine's state and lock), with `completions.rs`
-//!   (sending the stream's records) and `trace.rs` (the `tracing` feature);
+//! - `shared.rs` (the engine's state and lock), with `trace.rs` (the `tracing` feature);
 //! - the protocol's steps: `intake.rs`, `cancel.rs`, `leader.rs`,
 //!   `deputy.rs`, `worker.rs`, `settle.rs` (waiting for quiet), `drain.rs`
 //!   (follow-ups while draining), and `broken.rs` (their broken twins for
@@ -35,7 +34,6 @@ mod broken;
 mod builder;
 mod cancel;
 mod completion;
-mod completions;
 mod context;
 mod crew;
 mod deputy;
@@ -52,7 +50,6 @@ mod outcome;
 mod pending;
 mod periodic;
 mod query;
-mod receiver;
 mod refused;
 mod retry;
 mod settle;
@@ -68,12 +65,12 @@ mod worker;
 
 pub use builder::{Builder, MAX_WORKERS};
 pub use completion::{Completion, CompletionKind};
+pub use completion::{CompletionIter, CompletionReceiver};
 pub use context::TaskContext;
 pub use handle::{PeriodicHandle, TaskHandle};
 pub use outcome::{Outcome, Timing};
 pub use periodic::{MissedTicks, Next, OnPanic, Repeat};
 pub use query::CancelResult;
-pub use receiver::{CompletionIter, CompletionReceiver};
 pub use refused::Refused;
 pub use retry::{Retried, Retry, RetryHandle, RetryIf, RetryPolicy};
 pub use settle::Steps;
@@ -139,7 +136,7 @@ pub struct TimerPool<K> {
     crew: Crew,
     /// Set by the pool's drop: holds the completion stream open until the
     /// crew, dropped before it, has reported the tasks its stop removed.
-    closing: completions::StreamHold<K>,
+    closing: completion::StreamHold<K>,
 }
 
 impl<K> Drop for TimerPool<K> {

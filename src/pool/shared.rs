@@ -131,7 +131,7 @@ pub(crate) struct Shared<K> {
     /// a draining pool admits follow-ups from them (`drain.rs`).
     pub(crate) worker_ids: OnceLock<Vec<thread::ThreadId>>,
     /// The completion stream, if the pool was built with one
-    /// (`completions.rs`); `None` costs a branch per ended task.
+    /// (`completion/send.rs`); `None` costs a branch per ended task.
     pub(crate) completions: Option<Sink<K>>,
     /// How keys are formatted in tracing spans and events (`trace.rs`).
     #[cfg(feature = "tracing")]

@@ -27,7 +27,7 @@
 //! - Sending never blocks (a full channel drops the record, counted by the
 //!   caller), and nothing but a `try_send` runs under the outlet's lock.
 
-use super::completion::Completion;
+use super::record::Completion;
 use crate::contain::{catch, forget_payload};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Receiver, Sender};
 use std::fmt;

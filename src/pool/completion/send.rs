@@ -30,14 +30,14 @@
 //!   until the last of them exits ([`Shared::workers_exited`]). Without a
 //!   channel a section pays a branch.
 
-use super::builder::Builder;
-use super::completion::{Completion, CompletionKind};
-use super::outcome::{Abandon, Outcome, Ran, RunCtx, Timing};
 use super::receiver::{CompletionReceiver, Outlet};
-use super::shared::{Key, Shared};
-use super::task::TaskKey;
-use super::time::NEVER;
+use super::record::{Completion, CompletionKind};
 use crate::contain::{catch, drop_quietly, forget_payload};
+use crate::pool::builder::Builder;
+use crate::pool::outcome::{Abandon, Outcome, Ran, RunCtx, Timing};
+use crate::pool::shared::{Key, Shared};
+use crate::pool::task::TaskKey;
+use crate::pool::time::NEVER;
 use crate::sync::Arc;
 use std::hash::Hash;
 use std::time::Instant;

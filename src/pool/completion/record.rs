@@ -1,10 +1,10 @@
 //! The completion stream's records and plumbing: what a record says, and
 //! the channel and listener a pool built with a stream sends them to. The
-//! protocol of sending them is in `completions.rs`, the channel and its
+//! protocol of sending them is in `completion/send.rs`, the channel and its
 //! receiver in `receiver.rs`.
 
-use super::outcome::Outcome;
 use super::receiver::{CompletionReceiver, Outlet};
+use crate::pool::outcome::Outcome;
 use crate::sync::{Arc, Receiver};
 use std::fmt;
 use std::time::Instant;

@@ -6,19 +6,20 @@
 //! stream as timeouts end, without polling any handle.
 //!
 //! The pool's threads run the timeouts; tokio runs the clients. No task
-//! blocks a tokio worker: handles are futures, and the completion channel
-//! is bridged into a tokio channel by one blocking thread.
+//! blocks a tokio worker: handles are futures, and the completion stream is
+//! a `futures_core::Stream`, which ends once the pool has shut down.
 //!
 //! ```text
 //! cargo run --release --example async_service [-- --sessions N]
 //! ```
 
+use futures_core::Stream;
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
-use timerpool::{Completion, CompletionKind, Outcome, TimerPool};
-use tokio::sync::mpsc;
+use timerpool::{CompletionKind, CompletionReceiver, Outcome, TimerPool};
 
 /// A session idle this long is expired.
 const IDLE: Duration = Duration::from_millis(120);
@@ -73,10 +74,13 @@ async fn client(service: Arc<Service>, session: u64) -> Outcome<u64> {
 }
 
 /// The monitor: reacts to every timeout's end as it happens.
-async fn monitor(mut ends: mpsc::Receiver<Completion<u64>>) -> HashMap<&'static str, u64> {
+async fn monitor(mut ends: CompletionReceiver<u64>) -> HashMap<&'static str, u64> {
     let mut tally = HashMap::new();
     let mut worst_late = Duration::ZERO;
-    while let Some(c) = ends.recv().await {
+    // The next record, or `None` once the pool has shut down and sent its
+    // last one (`StreamExt::next` from futures-util or tokio-stream does the
+    // same).
+    while let Some(c) = std::future::poll_fn(|cx| Pin::new(&mut ends).poll_next(cx)).await {
         assert_eq!(c.kind, CompletionKind::OneShot);
         let what = match &c.outcome {
             Outcome::Completed(()) => "expired",
@@ -122,17 +126,7 @@ fn main() {
         .enable_time()
         .build()
         .expect("tokio");
-    let (tx, rx) = mpsc::channel(1_024);
-    // Bridge: one blocking thread moves records into the tokio channel; it
-    // ends once the pool is dropped.
-    let bridge = rt.spawn_blocking(move || {
-        for c in ends {
-            if tx.blocking_send(c).is_err() {
-                break;
-            }
-        }
-    });
-    let watcher = rt.spawn(monitor(rx));
+    let watcher = rt.spawn(monitor(ends));
     let clients: Vec<_> = (0..sessions)
         .map(|s| rt.spawn(client(service.clone(), s)))
         .collect();
@@ -153,11 +147,11 @@ fn main() {
         "clients: {sessions} sessions, {} expired, {seen:?}",
         service.expired.load(Relaxed)
     );
-    drop(service); // shuts the pool down; the bridge and the monitor end
-    let tally = rt.block_on(async {
-        bridge.await.expect("bridge");
-        watcher.await.expect("monitor")
-    });
+    // The monitor's stream ends at shutdown, though `service` still holds
+    // the pool.
+    service.pool.shutdown();
+    let tally = rt.block_on(async { watcher.await.expect("monitor") });
+    drop(service);
     println!("monitor: {tally:?}");
     println!(
         "pool: {} scheduled, {} replaced, {} records dropped",

@@ -192,7 +192,9 @@ fn wake(wakers: Vec<(u64, Waker)>) {
 /// pool.schedule("a", Duration::ZERO, || ())?.wait();
 /// pool.schedule_detached("b", Duration::from_secs(60), || ())?;
 /// pool.shutdown_now();
-/// let seen = consumer.join().unwrap(); // it ended, and `pool` is still held
+/// let mut seen = consumer.join().unwrap(); // it ended, and `pool` is still held
+/// // "a"'s record is sent after its run, and may come after "b"'s.
+/// seen.sort_by_key(|(key, _)| *key);
 /// assert_eq!(seen, [(Some("a"), Outcome::Completed(())), (Some("b"), Outcome::Shutdown)]);
 /// # Ok::<(), timerpool::Error>(())
 /// ```

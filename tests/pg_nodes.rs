@@ -154,6 +154,80 @@ fn an_earlier_task_preempts_sleeping_nodes() {
     }
 }
 
+/// A schedule whose transaction commits after the queue's earlier task ran
+/// still wakes the leader, which had gone back to sleep toward a later task
+/// without seeing the uncommitted one.
+#[test]
+fn a_schedule_committed_after_an_earlier_task_ran_wakes_the_node() {
+    let schema = "t_late_commit";
+    let mut c = fresh_schema(schema);
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let r = runs.clone();
+    // Neither the safety re-check nor a lease ends a wait during the test.
+    let node = Node::builder(config(), "q")
+        .schema(schema)
+        .workers(1)
+        .safety_recheck(Duration::from_secs(600))
+        .lease(Duration::from_secs(600))
+        .handler("h", move |job| {
+            let at = SystemTime::now();
+            r.lock().unwrap().push((job.id(), job.attempt(), 0, at));
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    let q = node.queue().clone();
+    let hour = Duration::from_secs(3600);
+    q.schedule(&mut c, &NewTask::new("far", "h").after(hour))
+        .unwrap();
+    assert!(wait_until(LONG, || all_waiting(
+        &mut c,
+        std::slice::from_ref(&node)
+    )));
+    let first = q
+        .schedule(
+            &mut c,
+            &NewTask::new("first", "h").after(Duration::from_millis(1500)),
+        )
+        .unwrap();
+    let mut other = client();
+    let mut tx = other.transaction().unwrap();
+    let second = q
+        .schedule(
+            &mut tx,
+            &NewTask::new("second", "h").after(Duration::from_secs(3)),
+        )
+        .unwrap();
+    // The statement ran while "first" was the queue's earliest future task.
+    let pending = q.history(&mut tx, "first").unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].state, State::Pending, "first still pending");
+    // Hold the transaction open until "first" has run and its outcome is
+    // recorded, and the leader waits again (toward "far", not "second").
+    let ran_first = || {
+        let h = q.history(&mut c, "first").unwrap();
+        h.len() == 1 && h[0].state == State::Completed
+    };
+    assert!(wait_until(LONG, ran_first), "first completed");
+    assert!(wait_until(LONG, || all_waiting(
+        &mut c,
+        std::slice::from_ref(&node)
+    )));
+    assert!(
+        SystemTime::now() < second.due,
+        "the commit comes before second is due"
+    );
+    tx.commit().unwrap();
+    let started = |id| runs.lock().unwrap().iter().find(|r| r.0 == id).map(|r| r.3);
+    assert!(wait_until(LONG, || started(second.id).is_some()));
+    let at = started(second.id).unwrap();
+    let late = at.duration_since(second.due).expect("never early");
+    assert!(late < Duration::from_secs(1), "second ran {late:?} late");
+    assert!(started(first.id).is_some());
+    assert_eq!(node.stats().safety_wakes, 0, "woken by the notification");
+    node.shutdown();
+}
+
 #[test]
 fn replace_and_cancel_race_claims_across_nodes() {
     let schema = "t_race";

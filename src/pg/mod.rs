@@ -46,10 +46,11 @@
 //! (`run_at <= statement_timestamp()` is part of the claim), so no node,
 //! whatever its own clock says, runs it early. It starts roughly on time
 //! when a worker is free: the leader waits for the earliest due time, and
-//! a schedule that may create a new earliest task notifies every node at
-//! commit. A wait never lasts longer than the safety re-check (default
-//! 30 s) or the lease (default 30 s), whichever is shorter, which covers
-//! lost notifications and leases taken while a leader slept.
+//! every schedule notifies the nodes at commit with its due time (a leader
+//! ignores one that is not before the end of its wait). A wait never lasts
+//! longer than the safety re-check (default 30 s) or the lease (default
+//! 30 s), whichever is shorter, which covers lost notifications and leases
+//! taken while a leader slept.
 //!
 //! # Delivery
 //!

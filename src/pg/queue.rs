@@ -112,8 +112,8 @@ impl Queue {
     /// and says so in [`Scheduled::replaced`]. A key whose task is running
     /// gets a new pending task beside it.
     ///
-    /// When the new task may be the queue's earliest, the statement sends
-    /// a notification that wakes the sleeping nodes when it commits.
+    /// The statement sends a notification with the task's due time, which
+    /// wakes the nodes whose wait ends later when the caller commits.
     ///
     /// # Errors
     ///

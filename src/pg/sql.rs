@@ -16,20 +16,18 @@ const MANY_ROWS: &str = "(SELECT k, h, p,
 
 /// The insert-or-replace of a schedule, reading new tasks from `rows`.
 ///
-/// `prior` is the earliest *future* run time before the statement (its own
-/// rows are not visible to it; `statement_timestamp()` is stable, so the
-/// bound is an index condition, where the volatile `clock_timestamp()`
-/// would scan every row of the queue); the queue channel `$9` is notified, with
-/// the new earliest due time in microseconds since the epoch, only when a
-/// new task is due before it, so schedules that cannot preempt a sleeping
-/// leader cost no notification. A replaced task gets its outcome row in
-/// the same statement.
+/// Every schedule notifies the queue channel `$9` with the earliest new due
+/// time in microseconds since the epoch; leaders ignore a notification
+/// whose time is not before the end of their current wait, without a query.
+/// Whether a sleeping leader must be woken depends on what it saw when it
+/// last looked, which may be after this statement and before the caller's
+/// commit (a task due before ours ran meanwhile), so no test of the queue's
+/// rows here could decide it; the notification is delivered at commit,
+/// once per distinct time per transaction, and never after a rollback. A
+/// replaced task gets its outcome row in the same statement.
 fn upsert(s: &str, rows: &str) -> String {
     format!(
-        "WITH prior AS (
-            SELECT min(run_at) AS m FROM {s}.tasks
-            WHERE queue = $1 AND run_at > statement_timestamp()
-        ), up AS (
+        "WITH up AS (
             INSERT INTO {s}.tasks AS t (queue, key, handler, payload, due, run_at, expires, max_attempts)
             SELECT $1, r.k, r.h, r.p, r.d, r.d, r.d + r.x * interval '1 microsecond', r.m FROM {rows}
             ON CONFLICT (queue, key) WHERE state = 'pending' DO UPDATE SET
@@ -46,8 +44,7 @@ fn upsert(s: &str, rows: &str) -> String {
                    clock_timestamp(), 0
             FROM up WHERE NOT inserted
         ), early AS (
-            SELECT min(up.due) AS d FROM up, prior GROUP BY prior.m
-            HAVING prior.m IS NULL OR min(up.due) < prior.m
+            SELECT min(up.due) AS d FROM up HAVING count(*) > 0
         )
         SELECT up.id, up.key, up.inserted, up.due, n.x FROM up
         LEFT JOIN (SELECT pg_notify($9, (extract(epoch FROM d) * 1000000)::int8::text)::text AS x

@@ -17,9 +17,7 @@
 //!   a [`TaskContext`] cannot leave that thread (it is not `Send`).
 
 use super::outcome::RunCtx;
-use super::shared::{Key, Shared};
-use super::task::TaskKey;
-use crate::sync::{Arc, Weak};
+use crate::sync::Weak;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -87,35 +85,20 @@ impl Drop for Running {
 }
 
 /// A pool engine, as a task asking for its key reaches it.
-trait RunningKey: Send + Sync {
+pub(crate) trait RunningKey: Send + Sync {
     /// Clone the key in worker `index`'s running slot into `out`, if `out`
     /// is an `Option<K>` of the pool's key type and the task is keyed.
     fn key_into(&self, index: usize, out: &mut dyn Any);
-}
-
-impl<K: Key> RunningKey for Shared<K> {
-    fn key_into(&self, index: usize, out: &mut dyn Any) {
-        let Some(out) = out.downcast_mut::<Option<K>>() else {
-            return;
-        };
-        let Some(hold) = self.holds.get(index) else {
-            return;
-        };
-        // The key's `Clone` is the task's own call: a panic in it unwinds
-        // into the task (the guard unlocks the slot on the way).
-        if let Some(TaskKey::Keyed(k)) = &hold.lock().running {
-            *out = Some(k.clone());
-        }
-    }
 }
 
 /// A worker thread's registration of its pool, for the length of its life.
 pub(crate) struct Worker(());
 
 impl Worker {
-    /// Register `shared` as the pool of this thread, worker `index`.
-    pub(crate) fn enter<K: Key>(shared: &Arc<Shared<K>>, index: usize) -> Self {
-        let weak: Weak<dyn RunningKey> = Arc::downgrade(shared) as Weak<dyn RunningKey>;
+    /// Register `pool` (the engine, as a task asking for its key reaches
+    /// it) as the pool of this thread, worker `index`.
+    pub(crate) fn enter(pool: Weak<dyn RunningKey>, index: usize) -> Self {
+        let weak = pool;
         WORKER.with(|w| *w.borrow_mut() = Some((weak, index)));
         Worker(())
     }

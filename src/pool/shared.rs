@@ -21,6 +21,7 @@
 
 use super::builder::Config;
 use super::completion::{Observe, Sink};
+use super::context::RunningKey;
 use super::exclusive::ExclusiveKeys;
 use super::fault::{Fault, Faults};
 use super::handoff::{Mailbox, Msg};
@@ -273,5 +274,22 @@ impl<K: Send + 'static> Wake for Shared<K> {
         let _st = (!self.faults.has(Fault::WakeWithoutLock)).then(|| self.state.lock());
         self.leader_cv.notify_one();
         self.handoff.nudge();
+    }
+}
+
+/// A task asking for its key reaches the pool through this (`context.rs`).
+impl<K: Key> RunningKey for Shared<K> {
+    fn key_into(&self, index: usize, out: &mut dyn std::any::Any) {
+        let Some(out) = out.downcast_mut::<Option<K>>() else {
+            return;
+        };
+        let Some(hold) = self.holds.get(index) else {
+            return;
+        };
+        // The key's `Clone` is the task's own call: a panic in it unwinds
+        // into the task (the guard unlocks the slot on the way).
+        if let Some(TaskKey::Keyed(k)) = &hold.lock().running {
+            *out = Some(k.clone());
+        }
     }
 }

@@ -25,11 +25,11 @@
 //!   measured: 5-15% cheaper per removal at 1M entries, but its compaction,
 //!   run inside a removal under the owner's lock, stalled a pool for
 //!   milliseconds.)
-//! - The index (`index.rs`) is an open-addressing table of 4-byte buckets,
-//!   each a slot number; a probe compares the 32 hash bits the slot's
-//!   `Meta` keeps. A lookup costs one cache miss in the index and one in
-//!   the slot table (where the key is compared), and growing the index
-//!   never touches a key. The
+//! - The index (`index.rs`) is an open-addressing table of 8-byte buckets,
+//!   each a slot number beside 32 bits of its key's hash, so a probe
+//!   compares hashes without leaving the index. A lookup costs one cache
+//!   miss in the index and one in the slot table (where the key is
+//!   compared), and growing the index never touches a key. The
 //!   default hasher is foldhash with a per-process random seed: several
 //!   times cheaper than SipHash on integer keys, and keys an attacker chooses
 //!   cannot be aimed at a seed they do not know. Callers who need
@@ -377,12 +377,9 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// The slot of `key`, if present. Runs user code and changes nothing.
     #[inline]
     fn find<Q: ?Sized + Equivalent<K>>(&self, hash: u32, key: &Q) -> Option<u32> {
-        let (slots, meta) = (&self.slots, &self.meta);
-        self.index.find(
-            hash,
-            |s| meta[s as usize].hash,
-            |s| key.equivalent(slots[s as usize].key()),
-        )
+        let slots = &self.slots;
+        self.index
+            .find(hash, |s| key.equivalent(slots[s as usize].key()))
     }
 
     /// True when `key` has an entry. `key` may be any borrowed form of the
@@ -609,8 +606,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             seq_hi,
         });
         let slot = pos as u32;
-        let meta = &self.meta;
-        self.index.insert(hash, slot, |s| meta[s as usize].hash);
+        self.index.insert(hash, slot);
         self.nodes.push(Node { due, seq_lo, slot });
         self.sift_up(pos);
     }

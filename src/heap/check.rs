@@ -47,11 +47,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
             if seq >= self.next_seq {
                 return Err(format!("stamp {seq} not below next_seq"));
             }
-            if self
-                .index
-                .find(meta.hash, |s| self.stored_hash(s), |s| s == node.slot)
-                != Some(node.slot)
-            {
+            if self.index.find(meta.hash, |s| s == node.slot) != Some(node.slot) {
                 return Err(format!("slot {} is not indexed under its hash", node.slot));
             }
         }

@@ -1,34 +1,37 @@
 //! Open-addressing hash index from a key's hash to a slot number, with linear
 //! probing and backward-shift deletion (no tombstones).
 //!
-//! Each bucket is one `u32`, a slot number. The 32 bits of the key's hash
-//! the index files a slot under live with the caller, which keeps them per
-//! slot in a table much smaller than its keys (the heap's `Meta`) and
-//! hands the index a function to read them: a probe compares hashes there
-//! and reads a slot (to compare the key) only on a 32-bit hash match, and a
-//! resize re-places buckets from the stored hashes without touching any
-//! key. Four bytes a bucket instead of eight (with the hash inside) halve
-//! the index; the hash reads hit a table that is mostly cached.
+//! Each bucket is eight bytes: the 32 bits of the key's hash the index files
+//! the slot under (see [`short`]) beside the slot number. A probe compares
+//! hashes inside the bucket it has already read, so walking a cluster
+//! touches only the index's own cache lines, and the caller reads a slot
+//! (to compare the key) only on a 32-bit hash match: a lookup costs one
+//! miss in the index and one in the slot table. A resize or an erase
+//! re-places buckets from the hashes they carry, without touching a key or
+//! the caller's tables.
 //!
-//! The index never sees a key: it takes those 32 bits (see [`short`]) and
-//! asks its caller to compare keys, so every call into user code happens in
-//! the caller, before the caller changes anything.
+//! The index never sees a key: it takes those 32 bits and asks its caller
+//! to compare keys, so every call into user code happens in the caller,
+//! before the caller changes anything.
 
 use super::pages::{self, table, table_with_capacity, Shed, Table};
 
-/// An empty bucket (no slot has this number: a heap holds fewer than
-/// `u32::MAX` entries).
-const EMPTY: u32 = u32::MAX;
+/// A bucket: the hash bits in the high half, the slot in the low half.
+type Bucket = u64;
+
+/// An empty bucket (no slot has the number `u32::MAX`: a heap holds fewer
+/// than `u32::MAX` entries).
+const EMPTY: Bucket = u64::MAX;
 
 /// Most buckets in use, as a fraction: 3/4.
 const LOAD_NUM: usize = 3;
 const LOAD_DEN: usize = 4;
 
-/// The index: buckets of slot numbers.
+/// The index: buckets of hash bits and slot numbers.
 #[derive(Debug)]
 pub(super) struct SlotIndex {
     /// Power-of-two table, or empty.
-    buckets: Table<u32>,
+    buckets: Table<Bucket>,
     /// Buckets in use.
     len: usize,
 }
@@ -40,8 +43,26 @@ pub(super) fn short(hash: u64) -> u32 {
     (hash >> 32) as u32
 }
 
+/// The bucket of `slot` filed under `h`.
+#[inline]
+fn bucket(h: u32, slot: u32) -> Bucket {
+    (u64::from(h) << 32) | u64::from(slot)
+}
+
+/// The hash bits a full bucket is filed under.
+#[inline]
+fn hash_of(b: Bucket) -> u32 {
+    (b >> 32) as u32
+}
+
+/// The slot a full bucket holds.
+#[inline]
+fn slot_of(b: Bucket) -> u32 {
+    b as u32
+}
+
 /// A table of `n` empty buckets.
-fn empty_buckets(n: usize) -> Table<u32> {
+fn empty_buckets(n: usize) -> Table<Bucket> {
     let mut buckets = table_with_capacity(n);
     buckets.resize(n, EMPTY);
     buckets
@@ -64,7 +85,7 @@ impl SlotIndex {
 
     /// Bytes allocated.
     pub(super) fn allocated_bytes(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<u32>()
+        self.buckets.capacity() * std::mem::size_of::<Bucket>()
     }
 
     #[inline]
@@ -72,27 +93,17 @@ impl SlotIndex {
         self.buckets.len() - 1
     }
 
-    /// The slot filed under `h` (by `hash`, each slot's stored hash) for
-    /// which `is_key` holds.
+    /// The slot filed under `h` for which `is_key` holds.
     #[inline]
-    pub(super) fn find(
-        &self,
-        h: u32,
-        hash: impl Fn(u32) -> u32,
-        is_key: impl FnMut(u32) -> bool,
-    ) -> Option<u32> {
-        self.find_bucket(h, hash, is_key).map(|i| self.buckets[i])
+    pub(super) fn find(&self, h: u32, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.find_bucket(h, is_key)
+            .map(|i| slot_of(self.buckets[i]))
     }
 
-    /// The bucket holding a slot with a matching hash for which `is_key`
-    /// holds. Reads only: a panic in `is_key` leaves the index as it was.
+    /// The bucket filed under `h` whose slot `is_key` accepts. Reads only:
+    /// a panic in `is_key` leaves the index as it was.
     #[inline]
-    fn find_bucket(
-        &self,
-        h: u32,
-        hash: impl Fn(u32) -> u32,
-        mut is_key: impl FnMut(u32) -> bool,
-    ) -> Option<usize> {
+    fn find_bucket(&self, h: u32, mut is_key: impl FnMut(u32) -> bool) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
@@ -103,7 +114,7 @@ impl SlotIndex {
             if b == EMPTY {
                 return None;
             }
-            if hash(b) == h && is_key(b) {
+            if hash_of(b) == h && is_key(slot_of(b)) {
                 return Some(i);
             }
             i = (i + 1) & mask;
@@ -111,68 +122,62 @@ impl SlotIndex {
     }
 
     /// Add `slot` under the hash bits `h`; the caller guarantees its key is
-    /// absent, and `hash` gives every indexed slot's hash (for a resize).
-    /// Inlined into the heap's insert; growing, rare, is out of line.
+    /// absent. Inlined into the heap's insert; growing, rare, is out of line.
     #[inline]
-    pub(super) fn insert(&mut self, h: u32, slot: u32, hash: impl Fn(u32) -> u32) {
-        debug_assert!(slot != EMPTY, "slot numbers are below u32::MAX");
+    pub(super) fn insert(&mut self, h: u32, slot: u32) {
+        debug_assert!(slot != u32::MAX, "slot numbers are below u32::MAX");
         if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
-            self.grow(hash);
+            self.grow();
         }
         debug_assert!(self.len < self.buckets.len(), "a full index cannot probe");
-        self.place(h, slot);
+        self.place(bucket(h, slot));
         self.len += 1;
     }
 
     /// Resize for one more entry than it holds (the load limit reached).
     #[cold]
     #[inline(never)]
-    fn grow(&mut self, hash: impl Fn(u32) -> u32) {
+    fn grow(&mut self) {
         let n = ((self.len + 1) * LOAD_DEN / LOAD_NUM + 1)
             .next_power_of_two()
             .max(16);
-        let _ = self.resize(n, hash);
+        let _ = self.resize(n);
     }
 
-    /// Put `slot` at the first free position of the probe sequence of `h`.
+    /// Put `b` at the first free position of its hash's probe sequence.
     #[inline]
-    fn place(&mut self, h: u32, slot: u32) {
+    fn place(&mut self, b: Bucket) {
         let mask = self.mask();
-        let mut i = h as usize & mask;
+        let mut i = hash_of(b) as usize & mask;
         while self.buckets[i] != EMPTY {
             i = (i + 1) & mask;
         }
-        self.buckets[i] = slot;
+        self.buckets[i] = b;
     }
 
     /// Remove the entry for which `is_key` holds; returns its slot. Every
     /// call of `is_key` comes before the index changes.
     #[inline]
-    pub(super) fn remove(
-        &mut self,
-        h: u32,
-        hash: impl Fn(u32) -> u32,
-        is_key: impl FnMut(u32) -> bool,
-    ) -> Option<u32> {
-        let i = self.find_bucket(h, &hash, is_key)?;
-        let slot = self.buckets[i];
-        self.erase(i, hash);
+    pub(super) fn remove(&mut self, h: u32, is_key: impl FnMut(u32) -> bool) -> Option<u32> {
+        let i = self.find_bucket(h, is_key)?;
+        let slot = slot_of(self.buckets[i]);
+        self.erase(i);
         Some(slot)
     }
 
     /// Point the entry of slot `old` (filed under `h`) at slot `new`
-    /// instead. Compares slot numbers only: no stored hash is read.
+    /// instead.
     pub(super) fn repoint(&mut self, h: u32, old: u32, new: u32) {
-        let found = self.find_bucket(h, |_| h, |s| s == old);
+        let found = self.find_bucket(h, |s| s == old);
         debug_assert!(found.is_some(), "slot {old} is not indexed under its hash");
         if let Some(i) = found {
-            self.buckets[i] = new;
+            self.buckets[i] = bucket(h, new);
         }
     }
 
     /// Empty bucket `i` and shift later members of its cluster back, so no
     /// probe sequence is broken and no tombstone is left.
-    fn erase(&mut self, mut i: usize, hash: impl Fn(u32) -> u32) {
+    fn erase(&mut self, mut i: usize) {
         let mask = self.mask();
         self.len -= 1;
         let mut j = i;
@@ -182,7 +187,7 @@ impl SlotIndex {
             if b == EMPTY {
                 break;
             }
-            let home = hash(b) as usize & mask;
+            let home = hash_of(b) as usize & mask;
             // Move `b` into the hole unless its home lies cyclically in (i, j].
             let stays = if i <= j {
                 i < home && home <= j
@@ -210,14 +215,14 @@ impl SlotIndex {
     /// and only when few entries are left to re-place.
     ///
     /// The slots indexed must be exactly `0..len()` (the heap's dense slot
-    /// table): they are re-placed by number, so the old buckets, at least
-    /// 32 times as many as entries, are not read at all (scanning them was
-    /// most of a shrink of a 262,144-bucket table under the pool's lock:
-    /// `docs/bench/lab-notes.md`). They are re-placed at the front of the
-    /// table itself, whose pages are already in memory, and the table then
-    /// sheds the rest (`pages::shrink`): a fresh table would fault its
-    /// pages in under the lock.
-    pub(super) fn shrink_if_sparse(&mut self, hash: impl Fn(u32) -> u32) -> Shed<u32> {
+    /// table), `hash` giving each one's hash bits: they are re-placed by
+    /// number, so the old buckets, at least 32 times as many as entries,
+    /// are not read at all (scanning them would be most of a shrink's
+    /// work, done under the pool's lock). They are re-placed at the front
+    /// of the table itself, whose pages are already in memory, and the
+    /// table then sheds the rest (`pages::shrink`): a fresh table would
+    /// fault its pages in under the lock.
+    pub(super) fn shrink_if_sparse(&mut self, hash: impl Fn(u32) -> u32) -> Shed<Bucket> {
         let n = self.buckets.len();
         if self.is_sparse() {
             let want = ((self.len * LOAD_DEN / LOAD_NUM + 1).next_power_of_two() * 2).max(16);
@@ -226,7 +231,7 @@ impl SlotIndex {
                 self.buckets.fill(EMPTY);
                 let slots = u32::try_from(self.len).expect("fewer slots than u32::MAX");
                 for slot in 0..slots {
-                    self.place(hash(slot), slot);
+                    self.place(bucket(hash(slot), slot));
                 }
                 return pages::shrink(&mut self.buckets, want);
             }
@@ -236,20 +241,20 @@ impl SlotIndex {
 
     /// Re-place every bucket in a table of `n` buckets; returns the old,
     /// emptied table.
-    fn resize(&mut self, n: usize, hash: impl Fn(u32) -> u32) -> Table<u32> {
+    fn resize(&mut self, n: usize) -> Table<Bucket> {
         let mut old = std::mem::replace(&mut self.buckets, empty_buckets(n));
         for &b in &old {
             if b != EMPTY {
-                self.place(hash(b), b);
+                self.place(b);
             }
         }
         old.clear();
         old
     }
 
-    /// Every indexed slot, for invariant checks: each must pass `ok` and be
-    /// reachable from the home bucket of its hash (by `hash`) without
-    /// crossing an empty bucket.
+    /// Every indexed slot, for invariant checks: each must pass `ok`, be
+    /// filed under its hash bits (by `hash`), and be reachable from that
+    /// hash's home bucket without crossing an empty bucket.
     pub(super) fn check(
         &self,
         hash: impl Fn(u32) -> u32,
@@ -261,12 +266,16 @@ impl SlotIndex {
                 continue;
             }
             n += 1;
-            ok(b)?;
+            let slot = slot_of(b);
+            ok(slot)?;
+            if hash(slot) != hash_of(b) {
+                return Err(format!("slot {slot} is filed under another hash"));
+            }
             let mask = self.mask();
-            let mut j = hash(b) as usize & mask;
+            let mut j = hash_of(b) as usize & mask;
             while j != i {
                 if self.buckets[j] == EMPTY {
-                    return Err(format!("slot {b} is cut off from its home bucket"));
+                    return Err(format!("slot {slot} is cut off from its home bucket"));
                 }
                 j = (j + 1) & mask;
             }
@@ -289,24 +298,24 @@ mod tests {
         let hash = |k: u32| k % 64;
         let mut live = Vec::new();
         for k in 0..5000u32 {
-            ix.insert(hash(k), k, hash);
+            ix.insert(hash(k), k);
             live.push(k);
             if k % 3 == 0 {
                 let gone = live.swap_remove((k as usize * 7) % live.len());
-                assert_eq!(ix.remove(hash(gone), hash, |s| s == gone), Some(gone));
+                assert_eq!(ix.remove(hash(gone), |s| s == gone), Some(gone));
             }
         }
         ix.check(hash, |_| Ok(())).unwrap();
         for &k in &live {
-            assert_eq!(ix.find(hash(k), hash, |s| s == k), Some(k));
+            assert_eq!(ix.find(hash(k), |s| s == k), Some(k));
         }
         assert_eq!(ix.len(), live.len());
         for k in live.drain(..) {
-            assert_eq!(ix.remove(hash(k), hash, |s| s == k), Some(k));
+            assert_eq!(ix.remove(hash(k), |s| s == k), Some(k));
         }
         assert_eq!(ix.len(), 0);
         assert!(!matches!(ix.shrink_if_sparse(hash), Shed::Nothing));
-        assert!(ix.allocated_bytes() <= 64 * 4);
+        assert!(ix.allocated_bytes() <= 64 * 8);
     }
 
     #[test]
@@ -314,19 +323,19 @@ mod tests {
         let mut ix = SlotIndex::default();
         let hash = |k: u32| k.wrapping_mul(0x9E37_79B9) % 97;
         for k in 0..4096u32 {
-            ix.insert(hash(k), k, hash);
+            ix.insert(hash(k), k);
         }
         // Slots leave from the top, as the heap's dense table's do.
         for k in (100..4096u32).rev() {
-            assert_eq!(ix.remove(hash(k), hash, |s| s == k), Some(k));
+            assert_eq!(ix.remove(hash(k), |s| s == k), Some(k));
         }
         let before = ix.allocated_bytes();
         assert!(!matches!(ix.shrink_if_sparse(hash), Shed::Nothing));
         assert!(ix.allocated_bytes() < before / 8);
         ix.check(hash, |_| Ok(())).unwrap();
         for k in 0..100u32 {
-            assert_eq!(ix.find(hash(k), hash, |s| s == k), Some(k));
+            assert_eq!(ix.find(hash(k), |s| s == k), Some(k));
         }
-        assert_eq!(ix.find(hash(100), hash, |s| s == 100), None);
+        assert_eq!(ix.find(hash(100), |s| s == 100), None);
     }
 }

@@ -26,13 +26,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Q: ?Sized + Hash + Eq,
     {
         let hash = self.hash_of(key);
-        let (slots, meta) = (&self.slots, &self.meta);
+        let slots = &self.slots;
         // Every key comparison happens before the index changes.
-        let slot = self.index.remove(
-            hash,
-            |s| meta[s as usize].hash,
-            |s| key.equivalent(slots[s as usize].key()),
-        )?;
+        let slot = self
+            .index
+            .remove(hash, |s| key.equivalent(slots[s as usize].key()))?;
         Some(self.take(slot))
     }
 
@@ -146,10 +144,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
     /// Remove `slot` from the index, given its stored hash.
     #[inline]
     pub(super) fn unindex(&mut self, hash: u32, slot: u32) {
-        let meta = &self.meta;
-        let removed = self
-            .index
-            .remove(hash, |s| meta[s as usize].hash, |s| s == slot);
+        let removed = self.index.remove(hash, |s| s == slot);
         debug_assert_eq!(removed, Some(slot), "slot not indexed under its hash");
     }
 

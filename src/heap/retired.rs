@@ -34,7 +34,7 @@ pub(super) struct Buffers<K, V> {
     /// An emptied position and hash table, if it moved.
     pub(super) meta: Vec<Table<Meta>>,
     /// An emptied index table, if it moved.
-    pub(super) index: Vec<Table<u32>>,
+    pub(super) index: Vec<Table<u64>>,
     /// Pages given up by tables that shrank in place.
     pub(super) tails: Vec<Tail>,
     /// The heap has drained a large part of what it held: once the rest is

@@ -88,7 +88,7 @@ mod record;
 mod recorder;
 mod schema;
 mod shared;
-mod sql;
+pub mod sql;
 mod task;
 mod worker;
 
@@ -102,6 +102,7 @@ pub use names::{MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES};
 pub use node::{Node, NodeBuilder};
 pub use queue::Queue;
 pub use record::{Record, State};
+pub use schema::VERSION as SCHEMA_VERSION;
 pub use shared::{HandlerResult, Job, NodeStats};
 pub use task::{Due, NewTask, Scheduled, DEFAULT_MAX_ATTEMPTS};
 

@@ -3,7 +3,7 @@
 
 use crate::names::{channel, check_key, check_name, check_schema};
 use crate::sql::Sql;
-use crate::task::{NewTask, Params, Scheduled};
+use crate::task::{due_params, Due, NewTask, Params, Scheduled};
 use crate::{schema, Error, Record};
 use postgres::types::{ToSql, Type};
 use postgres::GenericClient;
@@ -86,13 +86,17 @@ impl Queue {
         &self.inner.schema
     }
 
-    /// The `LISTEN` channel of this queue.
-    pub(crate) fn channel(&self) -> &str {
+    /// The `LISTEN` channel of this queue: every schedule, reschedule and
+    /// retry notifies it at commit with the earliest new run time (µs
+    /// since the epoch, as text). The installed function
+    /// `<schema>.channel(queue)` gives the same name.
+    pub fn channel(&self) -> &str {
         &self.inner.channel
     }
 
-    /// The statements.
-    pub(crate) fn sql(&self) -> &Sql {
+    /// The statements of this queue's schema, for a client or node built
+    /// on another driver.
+    pub fn sql(&self) -> &Sql {
         &self.inner.sql
     }
 
@@ -128,20 +132,23 @@ impl Queue {
     ) -> Result<Scheduled, Error> {
         let p = task.params()?;
         let queue = self.name();
-        let chan = self.channel();
-        let args: [(&(dyn ToSql + Sync), Type); 9] = [
+        let args: [(&(dyn ToSql + Sync), Type); 8] = [
             (&queue, Type::TEXT),
             (&p.key, Type::TEXT),
             (&p.handler, Type::TEXT),
-            (&p.payload, Type::BYTEA),
             (&p.due_at, Type::TIMESTAMPTZ),
             (&p.delay_us, Type::INT8),
-            (&p.expire_us, Type::INT8),
+            (&p.payload, Type::BYTEA),
             (&p.max_attempts, Type::INT4),
-            (&chan, Type::TEXT),
+            (&p.expire_us, Type::INT8),
         ];
         let row = client.query_typed_one(&self.sql().schedule, &args)?;
-        Ok(scheduled(&row))
+        Ok(Scheduled {
+            id: row.get(0),
+            key: p.key.to_string(),
+            replaced: !row.get::<_, bool>(1),
+            due: row.get(2),
+        })
     }
 
     /// Schedules many tasks in one statement, each inserted or replacing
@@ -171,20 +178,26 @@ impl Queue {
         }
         let cols = Columns::of(&params);
         let queue = self.name();
-        let chan = self.channel();
-        let args: [(&(dyn ToSql + Sync), Type); 9] = [
+        let args: [(&(dyn ToSql + Sync), Type); 8] = [
             (&queue, Type::TEXT),
             (&cols.keys, Type::TEXT_ARRAY),
             (&cols.handlers, Type::TEXT_ARRAY),
-            (&cols.payloads, Type::BYTEA_ARRAY),
             (&cols.due_at, Type::TIMESTAMPTZ_ARRAY),
             (&cols.delay_us, Type::INT8_ARRAY),
-            (&cols.expire_us, Type::INT8_ARRAY),
+            (&cols.payloads, Type::BYTEA_ARRAY),
             (&cols.max_attempts, Type::INT4_ARRAY),
-            (&chan, Type::TEXT),
+            (&cols.expire_us, Type::INT8_ARRAY),
         ];
         let rows = client.query_typed(&self.sql().schedule_batch, &args)?;
-        Ok(rows.iter().map(scheduled).collect())
+        Ok(rows
+            .iter()
+            .map(|row| Scheduled {
+                id: row.get(0),
+                key: row.get(1),
+                replaced: !row.get::<_, bool>(2),
+                due: row.get(3),
+            })
+            .collect())
     }
 
     /// Cancels the pending task of `key`: true iff it was pending, and then
@@ -198,11 +211,61 @@ impl Queue {
     pub fn cancel<C: GenericClient>(&self, client: &mut C, key: &str) -> Result<bool, Error> {
         check_key(key)?;
         let queue = self.name();
-        let rows = client.query_typed(
+        let row = client.query_typed_one(
             &self.sql().cancel,
             &[(&queue, Type::TEXT), (&key, Type::TEXT)],
         )?;
-        Ok(!rows.is_empty())
+        Ok(row.get(0))
+    }
+
+    /// Moves the due time of `key`'s pending task in place: the same task
+    /// (same id, payload, handler and attempts; its expiry window moves
+    /// with it), with no `Replaced` record. True iff a pending task was
+    /// moved; a running task, or none, gives false. Like a schedule, it
+    /// notifies the nodes at commit, so a move to an earlier time wakes a
+    /// node sleeping toward the old one.
+    ///
+    /// # Errors
+    ///
+    /// As [`cancel`](Queue::cancel), and [`Error::DueOutOfRange`] for a
+    /// due time `timestamptz` cannot hold.
+    pub fn reschedule<C: GenericClient>(
+        &self,
+        client: &mut C,
+        key: &str,
+        due: Due,
+    ) -> Result<bool, Error> {
+        check_key(key)?;
+        let (due_at, delay_us) = due_params(due)?;
+        let queue = self.name();
+        let args: [(&(dyn ToSql + Sync), Type); 4] = [
+            (&queue, Type::TEXT),
+            (&key, Type::TEXT),
+            (&due_at, Type::TIMESTAMPTZ),
+            (&delay_us, Type::INT8),
+        ];
+        let row = client.query_typed_one(&self.sql().reschedule, &args)?;
+        Ok(row.get(0))
+    }
+
+    /// The due time of `key`'s pending task, on the database's clock;
+    /// `None` if the key has no pending task (none, or only a running one).
+    ///
+    /// # Errors
+    ///
+    /// As [`cancel`](Queue::cancel).
+    pub fn due_of<C: GenericClient>(
+        &self,
+        client: &mut C,
+        key: &str,
+    ) -> Result<Option<SystemTime>, Error> {
+        check_key(key)?;
+        let queue = self.name();
+        let row = client.query_typed_one(
+            &self.sql().due_of,
+            &[(&queue, Type::TEXT), (&key, Type::TEXT)],
+        )?;
+        Ok(row.get(0))
     }
 
     /// Every recorded task of `key`, live and finished (until removed after
@@ -223,16 +286,6 @@ impl Queue {
             &[(&queue, Type::TEXT), (&key, Type::TEXT)],
         )?;
         Ok(rows.iter().map(Record::from_row).collect())
-    }
-}
-
-/// Reads a row of the schedule statements.
-fn scheduled(row: &postgres::Row) -> Scheduled {
-    Scheduled {
-        id: row.get(0),
-        key: row.get(1),
-        replaced: !row.get::<_, bool>(2),
-        due: row.get(3),
     }
 }
 

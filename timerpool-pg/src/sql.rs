@@ -1,75 +1,60 @@
-//! The statements of the protocol, written out once per schema. Every
-//! comparison with "now" uses the database's clock, the one clock of all
-//! nodes.
+//! The statements of the protocol, written out once per schema, for any
+//! driver: the `postgres` calls of this crate use them, and a client built
+//! on another driver (tokio-postgres, sqlx) can send the same text with
+//! the parameters listed on each field. Every comparison with "now" uses
+//! the database's clock, the one clock of all nodes.
+//!
+//! The client operations (schedule, reschedule, cancel, due time) are calls
+//! of the functions the schema installs (`src/migrations/0002.sql`), so
+//! callers in SQL and in Rust run one implementation; the node's own
+//! statements (claim, finish, retry, heartbeat, purge) are sent as they
+//! are. Parameters are typed in the text, so the statements need no type
+//! inference from the driver. The outer `SELECT` of a function call costs
+//! next to nothing to plan; the function's statements are planned once
+//! per session and cached by PL/pgSQL.
 
-/// Columns of a new task, as a row source named `r` with columns
-/// `k, h, p, d, x, m` (key, handler, payload, due, expiry, max attempts).
-const ONE_ROW: &str = "(SELECT $2::text AS k, $3::text AS h, $4::bytea AS p,
-        COALESCE($5::timestamptz, clock_timestamp() + $6::int8 * interval '1 microsecond') AS d,
-        $7::int8 AS x, $8::int4 AS m) r";
-
-/// The same for a batch: parallel arrays, one element per task.
-const MANY_ROWS: &str = "(SELECT k, h, p,
-        COALESCE(da, clock_timestamp() + dl * interval '1 microsecond') AS d, x, m
-        FROM unnest($2::text[], $3::text[], $4::bytea[], $5::timestamptz[], $6::int8[],
-                    $7::int8[], $8::int4[]) AS u(k, h, p, da, dl, x, m)) r";
-
-/// The insert-or-replace of a schedule, reading new tasks from `rows`.
-///
-/// Every schedule notifies the queue channel `$9` with the earliest new due
-/// time in microseconds since the epoch; leaders ignore a notification
-/// whose time is not before the end of their current wait, without a query.
-/// Whether a sleeping leader must be woken depends on what it saw when it
-/// last looked, which may be after this statement and before the caller's
-/// commit (a task due before ours ran meanwhile), so no test of the queue's
-/// rows here could decide it; the notification is delivered at commit,
-/// once per distinct time per transaction, and never after a rollback. A
-/// replaced task gets its outcome row in the same statement.
-fn upsert(s: &str, rows: &str) -> String {
-    format!(
-        "WITH up AS (
-            INSERT INTO {s}.tasks AS t (queue, key, handler, payload, due, run_at, expires, max_attempts)
-            SELECT $1, r.k, r.h, r.p, r.d, r.d, r.d + r.x * interval '1 microsecond', r.m FROM {rows}
-            ON CONFLICT (queue, key) WHERE state = 'pending' DO UPDATE SET
-                id = EXCLUDED.id, handler = EXCLUDED.handler, payload = EXCLUDED.payload,
-                due = EXCLUDED.due, run_at = EXCLUDED.run_at, expires = EXCLUDED.expires,
-                max_attempts = EXCLUDED.max_attempts, created = EXCLUDED.created,
-                prev_id = t.id, prev_handler = t.handler, prev_due = t.due,
-                prev_created = t.created
-            RETURNING t.id, t.key, (t.xmax = 0) AS inserted, t.due, t.prev_id, t.prev_handler,
-                      t.prev_due, t.prev_created
-        ), gone AS (
-            INSERT INTO {s}.outcomes (id, queue, key, handler, outcome, due, created, finished, attempts)
-            SELECT prev_id, $1, key, prev_handler, 'replaced', prev_due, prev_created,
-                   clock_timestamp(), 0
-            FROM up WHERE NOT inserted
-        ), early AS (
-            SELECT min(up.due) AS d FROM up HAVING count(*) > 0
-        )
-        SELECT up.id, up.key, up.inserted, up.due, n.x FROM up
-        LEFT JOIN (SELECT pg_notify($9, (extract(epoch FROM d) * 1000000)::int8::text)::text AS x
-                   FROM early) n ON true"
-    )
+/// A delay in whole microseconds (`int8`, NULL for none) as an interval.
+macro_rules! micros {
+    ($p:literal) => {
+        concat!("(", $p, "::int8 * interval '1 microsecond')")
+    };
 }
 
 /// All statements for one schema.
-#[derive(Debug)]
-pub(crate) struct Sql {
-    /// Schedule one task; parameters as in [`ONE_ROW`], `$9` the channel.
+#[derive(Debug, Clone)]
+pub struct Sql {
+    /// Schedule one task, returning `(id int8, inserted bool, due timestamptz)`.
+    /// Parameters: `$1` queue (text), `$2` key (text), `$3` handler (text),
+    /// `$4` due time (timestamptz, or NULL to use `$5`), `$5` delay in µs
+    /// after the database's `clock_timestamp()` (int8), `$6` payload
+    /// (bytea), `$7` max attempts (int4), `$8` expiry window in µs after
+    /// the due time (int8, NULL for none).
     pub schedule: String,
-    /// Schedule many tasks; parameters as in [`MANY_ROWS`], `$9` the channel.
+    /// Schedule many tasks, returning `(id, key, inserted, due)` per task.
+    /// Parameters as in [`schedule`](Sql::schedule), each but `$1` an array
+    /// with one element per task (`text[]`, `text[]`, `timestamptz[]`,
+    /// `int8[]`, `bytea[]`, `int4[]`, `int8[]`).
     pub schedule_batch: String,
-    /// Cancel the pending task of (`$1` queue, `$2` key), recording its outcome.
+    /// Move the due time of the pending task of (`$1` queue, `$2` key) in
+    /// place to `$3` (timestamptz, or NULL to use `$4`, a delay in µs after
+    /// `clock_timestamp()`); returns one bool, true iff it was moved.
+    pub reschedule: String,
+    /// Cancel the pending task of (`$1` queue, `$2` key), recording its
+    /// outcome; returns one bool, true iff it was pending.
     pub cancel: String,
+    /// The due time of the pending task of (`$1` queue, `$2` key): one
+    /// row, a timestamptz, NULL if there is none.
+    pub due_of: String,
     /// Claim up to `$2` runnable tasks of queue `$1` for owner `$3` with a
     /// lease of `$4` µs. Every row starts with the database's time and the
     /// earliest run time among the rows it did not claim (µs); when nothing
     /// is claimed there is one row with the task columns null.
     pub claim: String,
-    /// Finish claimed tasks, fenced by (owner, attempt); returns the ids
-    /// that were still this owner's.
+    /// Finish claimed tasks, fenced by (owner `$1`, attempt); returns the
+    /// ids that were still this owner's.
     pub finish: String,
-    /// Give failed attempts back for a retry after a backoff, fenced.
+    /// Give failed attempts back for a retry after a backoff, fenced; `$6`
+    /// is the queue's channel, notified with the earliest retry time.
     pub retry: String,
     /// Renew the leases of the tasks `$3` that owner `$1` still holds.
     pub heartbeat: String,
@@ -80,12 +65,16 @@ pub(crate) struct Sql {
 }
 
 impl Sql {
-    /// The statements for schema `s` (a validated identifier).
-    pub(crate) fn new(s: &str) -> Sql {
+    /// The statements for schema `s`, which must be a lower-case
+    /// identifier (as [`Queue::new`](crate::Queue::new) checks): it is
+    /// written into the text unquoted.
+    pub fn new(s: &str) -> Sql {
         Sql {
-            schedule: upsert(s, ONE_ROW),
-            schedule_batch: upsert(s, MANY_ROWS),
-            cancel: cancel(s),
+            schedule: schedule(s),
+            schedule_batch: schedule_batch(s),
+            reschedule: reschedule(s),
+            cancel: format!("SELECT {s}.cancel(queue => $1::text, key => $2::text)"),
+            due_of: format!("SELECT {s}.due_of(queue => $1::text, key => $2::text)"),
             claim: claim(s),
             finish: finish(s),
             retry: retry(s),
@@ -96,16 +85,40 @@ impl Sql {
     }
 }
 
-/// The `cancel` statement of schema `s`.
-fn cancel(s: &str) -> String {
+/// The `schedule` call of schema `s`.
+fn schedule(s: &str) -> String {
     format!(
-        "WITH d AS (
-            DELETE FROM {s}.tasks WHERE queue = $1 AND key = $2 AND state = 'pending'
-            RETURNING id, queue, key, handler, due, created
-        )
-        INSERT INTO {s}.outcomes (id, queue, key, handler, outcome, due, created, finished, attempts)
-        SELECT id, queue, key, handler, 'cancelled', due, created, clock_timestamp(), 0 FROM d
-        RETURNING id"
+        "SELECT id, inserted, due FROM {s}.schedule(
+            queue => $1::text, key => $2::text, handler => $3::text,
+            run_at => COALESCE($4::timestamptz, clock_timestamp() + {delay}),
+            payload => $6::bytea, max_attempts => $7::int4, expire_after => {expiry})",
+        delay = micros!("$5"),
+        expiry = micros!("$8"),
+    )
+}
+
+/// The `schedule_many` call of schema `s`: the due times and expiry
+/// windows become arrays of `timestamptz` and `interval`, in order.
+fn schedule_batch(s: &str) -> String {
+    format!(
+        "SELECT id, key, inserted, due FROM {s}.schedule_many(
+            queue => $1::text, keys => $2::text[], handlers => $3::text[],
+            run_ats => ARRAY(SELECT COALESCE(a, clock_timestamp() + d * interval '1 microsecond')
+                             FROM unnest($4::timestamptz[], $5::int8[]) WITH ORDINALITY AS u(a, d, i)
+                             ORDER BY i),
+            payloads => $6::bytea[], max_attempts => $7::int4[],
+            expire_afters => ARRAY(SELECT x * interval '1 microsecond'
+                                   FROM unnest($8::int8[]) WITH ORDINALITY AS u(x, i)
+                                   ORDER BY i))"
+    )
+}
+
+/// The `reschedule` call of schema `s`.
+fn reschedule(s: &str) -> String {
+    format!(
+        "SELECT {s}.reschedule(queue => $1::text, key => $2::text,
+            run_at => COALESCE($3::timestamptz, clock_timestamp() + {delay}))",
+        delay = micros!("$4"),
     )
 }
 

@@ -124,10 +124,7 @@ impl NewTask {
                     self.max_attempts
                 ))
             })?;
-        let (due_at, delay_us) = match self.due {
-            Due::At(t) => (Some(check_time(t)?), None),
-            Due::After(d) => (None, Some(micros_ceil(d)?)),
-        };
+        let (due_at, delay_us) = due_params(self.due)?;
         let expire_us = self.expire_after.map(micros_ceil).transpose()?;
         Ok(Params {
             key: &self.key,
@@ -158,6 +155,15 @@ pub(crate) struct Params<'a> {
     pub expire_us: Option<i64>,
     /// Attempt bound.
     pub max_attempts: i32,
+}
+
+/// A due time as the statements' parameters: an absolute time, or a delay
+/// in µs after the database's clock.
+pub(crate) fn due_params(due: Due) -> Result<(Option<SystemTime>, Option<i64>), Error> {
+    Ok(match due {
+        Due::At(t) => (Some(check_time(t)?), None),
+        Due::After(d) => (None, Some(micros_ceil(d)?)),
+    })
 }
 
 /// `d` in whole microseconds, rounded up so nothing becomes early.

@@ -7,7 +7,9 @@ mod pg_common;
 use pg_common::*;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
-use timerpool_pg::{Error, NewTask, Node, Queue, State, MAX_KEY_BYTES, MAX_PAYLOAD_BYTES};
+use timerpool_pg::{
+    Error, NewTask, Node, Queue, State, MAX_KEY_BYTES, MAX_PAYLOAD_BYTES, SCHEMA_VERSION,
+};
 
 const LONG: Duration = Duration::from_secs(20);
 
@@ -324,12 +326,15 @@ fn install_is_idempotent_and_safe_concurrently() {
     for t in threads {
         t.join().unwrap().unwrap();
     }
+    // One row per migration, each applied once.
     let mut c = client();
-    let version: i32 = c
-        .query_one("SELECT version FROM t_install.meta", &[])
+    let versions: Vec<i32> = c
+        .query("SELECT version FROM t_install.migrations ORDER BY 1", &[])
         .unwrap()
-        .get(0);
-    assert_eq!(version, 1);
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The user guides: the rules, the settings, migration from other
-//! schedulers, the durable timers, the guarantees, the benchmarks and the
+//! schedulers, the guarantees, the benchmarks and the
 //! dependencies.
 //!
 //! Each module below renders one Markdown file of the package's `docs/`
@@ -31,14 +31,9 @@ pub mod settings {}
 #[doc = include_str!("../docs/migration.md")]
 pub mod migration {}
 
-#[doc = include_str!("../docs/durable.md")]
-pub mod durable {}
-
 #[doc = include_str!("../docs/reliability.md")]
 pub mod reliability {}
 
-#[doc = "[durable-benchmarks]: crate::guide::durable#benchmarks"]
-#[doc = ""]
 #[doc = include_str!("../docs/benchmarks.md")]
 pub mod benchmarks {}
 

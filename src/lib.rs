@@ -108,13 +108,8 @@
 //!
 //! # Cargo features
 //!
-//! Both are off by default.
+//! One, off by default.
 //!
-//! - `postgres`: durable keyed timers in PostgreSQL, shared by many
-//!   processes (the `pg` module, and the [durable timers
-//!   guide](guide::durable)). Its API takes the `postgres` crate's own types
-//!   (`postgres::Config`, clients, transactions), so a crate that enables it
-//!   also depends on `postgres = "0.19"` itself.
 //! - `tracing`: a span per task run and events for panics, expirations,
 //!   removals, refusals and shutdown, through the `tracing` crate; keys are
 //!   recorded for pools built with `Builder::debug_keys(true)`. Without the
@@ -129,13 +124,14 @@
 //! - [`guide::migration`]: method by method from Java's
 //!   `ScheduledThreadPoolExecutor`, `scheduled-thread-pool` and tokio-util's
 //!   `DelayQueue`.
-//! - [`guide::durable`]: the durable timers on PostgreSQL (feature
-//!   `postgres`): contract, schema, protocol and measurements.
 //! - [`guide::reliability`]: the guarantees under load, faults and bad
 //!   input.
 //! - [`guide::benchmarks`]: figures against scheduled-thread-pool, tokio,
 //!   tokio-util's `DelayQueue` and a naive pool.
 //! - [`guide::dependencies`]: why each dependency is there.
+//!
+//! Durable keyed timers on PostgreSQL, shared by many processes, are the
+//! separate crate `timerpool-pg` (its own guide states their contract).
 // Denied rather than forbidden for two places, each with its measurement
 // and safety argument: `pool::task::once_job` builds a handle-less task's
 // closure into its entry with `smallbox`'s constructor macro, whose
@@ -154,9 +150,6 @@ mod contain;
 mod error;
 pub mod guide;
 pub mod heap;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub mod pg;
 mod pool;
 mod scheduler;
 mod sync;

@@ -72,12 +72,15 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The guide: contract, schema, protocol, tests and measurements
 /// (`docs/durable.md` of this crate).
 #[doc = include_str!("../docs/durable.md")]
 pub mod guide {}
 
+#[cfg(feature = "tokio")]
+mod async_node;
 mod connect;
 mod error;
 mod leader;
@@ -97,6 +100,10 @@ mod worker;
 /// version.
 pub use postgres;
 
+/// A node whose handlers are `async fn`s, run on a tokio runtime.
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use async_node::{AsyncNode, AsyncNodeBuilder};
 pub use error::Error;
 pub use names::{MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES};
 pub use node::{Node, NodeBuilder};

@@ -454,3 +454,152 @@ fn bad_settings_are_refused() {
         assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
     }
 }
+
+/// The `pg_nodes` example, built beside this test (`cargo build -p
+/// timerpool-pg --features tokio --example pg_nodes`).
+fn example() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let bin = dir.join("examples").join("pg_nodes");
+    assert!(
+        bin.exists(),
+        "{} is missing: run cargo build -p timerpool-pg --features tokio --example pg_nodes",
+        bin.display()
+    );
+    bin
+}
+
+/// Node processes, killed on drop if a test fails before it stops them.
+struct Procs(Vec<(std::process::Child, String)>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for (child, _) in &mut self.0 {
+            // Errors mean it is gone already.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn spawn_node(schema: &str, async_node: bool) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(example())
+        .args(["node", "--schema", schema, "--queue", "q", "--workers", "2"])
+        .args(["--lease-ms", "1000", "--work-ms", "40"])
+        .args(async_node.then_some("--async"))
+        .env("TIMERPOOL_PG_URL", url())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let id = line.trim().strip_prefix("ready ");
+    let id =
+        id.unwrap_or_else(|| panic!("ready <id>, got {line:?} (built with --features tokio?)"));
+    (child, id.to_string())
+}
+
+#[test]
+fn a_killed_async_node_process_loses_nothing_and_only_its_tasks_rerun() {
+    let schema = "ta_procs";
+    let mut c = fresh_schema(schema);
+    let q = Queue::new(schema, "q").unwrap();
+    q.install(&mut c).unwrap();
+    c.batch_execute(&format!(
+        "CREATE TABLE {schema}.runs (id bigint, attempt int, node text,
+                                     at timestamptz DEFAULT clock_timestamp())"
+    ))
+    .unwrap();
+    // The victim and a survivor are async nodes, the other survivor blocking.
+    let mut nodes = Procs(vec![
+        spawn_node(schema, true),
+        spawn_node(schema, true),
+        spawn_node(schema, false),
+    ]);
+    let tasks: Vec<NewTask> = (0..300u64)
+        .map(|i| {
+            let t = NewTask::new(format!("k{i}"), "offer-timeout")
+                .after(Duration::from_millis(200 + i * 10));
+            if i % 5 == 0 {
+                t.max_attempts(1)
+            } else {
+                t
+            }
+        })
+        .collect();
+    let ids: HashSet<i64> = q
+        .schedule_batch(&mut c, &tasks)
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    let victim = nodes.0[0].1.clone();
+    // Killed while a handler of a task it holds has started (its run row
+    // is written), so that task must run again elsewhere or be abandoned.
+    let held = |c: &mut postgres::Client| -> i64 {
+        let sql = format!(
+            "SELECT count(*) FROM {schema}.tasks t JOIN {schema}.runs r
+             ON r.id = t.id AND r.node = $1 WHERE t.owner = $1 AND t.state = 'running'"
+        );
+        c.query_one(&sql, &[&victim]).unwrap().get(0)
+    };
+    assert!(wait_until(LONG, || held(&mut c) > 0));
+    nodes.0[0].0.kill().unwrap(); // SIGKILL
+    nodes.0[0].0.wait().unwrap();
+    assert!(wait_until(LONG, || live(&mut c, schema, "q") == 0));
+    for (mut child, _) in nodes.0.drain(1..) {
+        drop(child.stdin.take());
+        assert!(child.wait().unwrap().success());
+    }
+    let rows = c
+        .query(
+            &format!("SELECT id, outcome, due, claimed FROM {schema}.outcomes"),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(rows.len(), ids.len(), "one outcome row per task");
+    let mut outcome = HashMap::new();
+    let mut due = HashMap::new();
+    for r in &rows {
+        let (d, claimed): (SystemTime, Option<SystemTime>) = (r.get(2), r.get(3));
+        assert!(claimed.is_none_or(|t| t >= d), "claimed early");
+        outcome.insert(r.get::<_, i64>(0), r.get::<_, String>(1));
+        due.insert(r.get::<_, i64>(0), d);
+    }
+    assert_eq!(
+        outcome.keys().copied().collect::<HashSet<_>>(),
+        ids,
+        "none lost"
+    );
+    let mut runs: HashMap<i64, Vec<(i32, String, SystemTime)>> = HashMap::new();
+    let sql = format!("SELECT id, attempt, node, at FROM {schema}.runs ORDER BY attempt");
+    for r in c.query(&sql, &[]).unwrap() {
+        runs.entry(r.get(0))
+            .or_default()
+            .push((r.get(1), r.get(2), r.get(3)));
+    }
+    let mut taken_over = 0;
+    for (id, list) in &runs {
+        assert!(list.iter().all(|r| r.2 >= due[id]), "task {id} ran early");
+        // Every run but the last was on the killed node.
+        for (_, node, _) in &list[..list.len() - 1] {
+            assert_eq!(*node, victim, "task {id} re-run after a live node ran it");
+        }
+        taken_over += list.len() - 1;
+        match outcome[id].as_str() {
+            "completed" => {}
+            "abandoned" => assert!(list.iter().all(|r| r.1 == victim), "{id}: {list:?}"),
+            other => panic!("task {id} ended {other}"),
+        }
+    }
+    let abandoned = outcome.values().filter(|o| *o == "abandoned").count();
+    assert!(
+        taken_over + abandoned > 0,
+        "the killed node's tasks were taken over"
+    );
+}

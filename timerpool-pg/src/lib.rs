@@ -10,8 +10,9 @@
 //! inside the caller's own transaction; a [`Node`] runs them: its leader
 //! thread sleeps until the queue's earliest due time or a `LISTEN/NOTIFY`
 //! wake, claims a batch with `FOR UPDATE SKIP LOCKED` under a lease, and
-//! hands it to its workers. The [`guide`] states the contract, the schema
-//! and the protocol.
+//! hands it to its workers. With the feature `tokio`, an `AsyncNode` does
+//! the same with handlers that are `async fn`s, run on a tokio runtime. The
+//! [`guide`] states the contract, the schema and the protocol.
 //!
 //! # Examples
 //!
@@ -113,7 +114,8 @@ pub use schema::VERSION as SCHEMA_VERSION;
 pub use shared::{HandlerResult, Job, NodeStats};
 pub use task::{Due, NewTask, Scheduled, DEFAULT_MAX_ATTEMPTS};
 
-// The README's example is compiled as a doc test.
+// The README's examples are compiled as doc tests (with the feature the
+// async one needs).
 #[doc = include_str!("../README.md")]
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "tokio"))]
 pub struct ReadmeDoctests;

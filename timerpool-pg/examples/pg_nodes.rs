@@ -5,20 +5,24 @@
 //!
 //! ```text
 //! cargo run --release -p timerpool-pg --example pg_nodes [-- --tasks N --seconds S]
+//! cargo run --release -p timerpool-pg --features tokio --example pg_nodes -- --async
 //! ```
 //!
 //! `demo` (the default) starts three copies of itself in `node` mode,
 //! schedules keyed timeouts, replaces and cancels some, kills one node with
 //! SIGKILL halfway and prints every task's outcome, the runs per node and
 //! the re-runs. `node` mode (used by `tests/pg_procs.rs`) runs one node
-//! until its standard input closes, then prints its counters. The database
-//! is `TIMERPOOL_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
+//! until its standard input closes, then prints its counters; with
+//! `--async` (built with `--features tokio`) that node is an `AsyncNode`
+//! whose handler is an `async fn`. The database is `TIMERPOOL_PG_URL`
+//! (default `postgres://postgres@127.0.0.1:5432/test`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timerpool_pg::{NewTask, Node, Queue};
+use timerpool_pg::{HandlerResult, Job, NewTask, Node, NodeStats, Queue};
 
 /// Command-line settings of both modes.
 #[derive(Debug, Clone)]
@@ -31,6 +35,8 @@ struct Args {
     work_ms: u64,
     tasks: usize,
     seconds: u64,
+    /// Node mode runs an `AsyncNode`.
+    async_node: bool,
 }
 
 fn args() -> Args {
@@ -43,6 +49,7 @@ fn args() -> Args {
         work_ms: 20,
         tasks: 600,
         seconds: 4,
+        async_node: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -56,6 +63,7 @@ fn args() -> Args {
             "--work-ms" => a.work_ms = val().parse().expect("--work-ms N"),
             "--tasks" => a.tasks = val().parse().expect("--tasks N"),
             "--seconds" => a.seconds = val().parse().expect("--seconds N"),
+            "--async" => a.async_node = true,
             other => panic!("unknown argument {other}"),
         }
     }
@@ -69,6 +77,34 @@ fn config() -> postgres::Config {
         .expect("TIMERPOOL_PG_URL is a connection string")
 }
 
+/// A running node of either kind.
+enum Running {
+    Blocking(Node),
+    #[cfg(feature = "tokio")]
+    Async(timerpool_pg::AsyncNode),
+}
+
+impl Running {
+    fn id(&self) -> &str {
+        match self {
+            Running::Blocking(n) => n.id(),
+            #[cfg(feature = "tokio")]
+            Running::Async(n) => n.id(),
+        }
+    }
+
+    fn stats(&self) -> NodeStats {
+        match self {
+            Running::Blocking(n) => n.stats(),
+            #[cfg(feature = "tokio")]
+            Running::Async(n) => n.stats(),
+        }
+    }
+}
+
+/// Writes a run's row: the blocking part of every run.
+type RecordRun = Arc<dyn Fn(&Job) -> HandlerResult + Send + Sync>;
+
 /// Node mode: every run is written to `runs` when it starts (so runs on a
 /// node that is killed later are on record), then takes `work_ms`.
 fn node(a: &Args) {
@@ -77,27 +113,36 @@ fn node(a: &Args) {
         a.schema
     );
     let pool = std::sync::Mutex::new(Vec::<postgres::Client>::new());
-    let id_cell = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let id_cell = Arc::new(std::sync::OnceLock::<String>::new());
     let me = id_cell.clone();
+    let record: RecordRun = Arc::new(move |job: &Job| {
+        let popped = pool.lock().unwrap().pop();
+        let mut c = match popped {
+            Some(c) => c,
+            None => config().connect(postgres::NoTls)?,
+        };
+        let node = me.get().map_or("", String::as_str);
+        c.execute(&runs_sql, &[&job.id(), &(job.attempt() as i32), &node])?;
+        pool.lock().unwrap().push(c);
+        Ok(())
+    });
     let work = Duration::from_millis(a.work_ms);
-    let node = Node::builder(config(), &a.queue)
-        .schema(&a.schema)
-        .workers(a.workers)
-        .lease(Duration::from_millis(a.lease_ms))
-        .handler("offer-timeout", move |job| {
-            let popped = pool.lock().unwrap().pop();
-            let mut c = match popped {
-                Some(c) => c,
-                None => config().connect(postgres::NoTls)?,
-            };
-            let node = me.get().map_or("", String::as_str);
-            c.execute(&runs_sql, &[&job.id(), &(job.attempt() as i32), &node])?;
-            pool.lock().unwrap().push(c);
-            std::thread::sleep(work);
-            Ok(())
-        })
-        .start()
-        .expect("start node");
+    let node = if a.async_node {
+        start_async(a, record, work)
+    } else {
+        let n = Node::builder(config(), &a.queue)
+            .schema(&a.schema)
+            .workers(a.workers)
+            .lease(Duration::from_millis(a.lease_ms))
+            .handler("offer-timeout", move |job| {
+                record(job)?;
+                std::thread::sleep(work);
+                Ok(())
+            })
+            .start()
+            .expect("start node");
+        Running::Blocking(n)
+    };
     id_cell.set(node.id().to_string()).expect("set once");
     println!("ready {}", node.id());
     std::io::stdout().flush().expect("flush");
@@ -105,11 +150,39 @@ fn node(a: &Args) {
     // Run until the parent closes standard input.
     let _ = std::io::stdin().read_to_end(&mut sink);
     let s = node.stats();
-    node.shutdown();
+    drop(node); // shuts down, waiting for handlers in flight
     println!(
         "stats claimed={} started={} reruns={} recorded={} fenced={} reconnects={}",
         s.claimed, s.started, s.reruns, s.recorded, s.fenced, s.reconnects
     );
+}
+
+/// An `AsyncNode` on a runtime of its own, with `--workers` handler slots:
+/// the run's row is written on the runtime's blocking pool (the `postgres`
+/// client is synchronous), then the handler awaits a timer.
+#[cfg(feature = "tokio")]
+fn start_async(a: &Args, record: RecordRun, work: Duration) -> Running {
+    let n = timerpool_pg::AsyncNode::builder(config(), &a.queue)
+        .schema(&a.schema)
+        .slots(a.workers)
+        .lease(Duration::from_millis(a.lease_ms))
+        .handler("offer-timeout", move |job| {
+            let record = record.clone();
+            async move {
+                tokio::task::spawn_blocking(move || record(&job)).await??;
+                tokio::time::sleep(work).await;
+                Ok(())
+            }
+        })
+        .start()
+        .expect("start async node");
+    Running::Async(n)
+}
+
+#[cfg(not(feature = "tokio"))]
+fn start_async(_: &Args, _: RecordRun, _: Duration) -> Running {
+    eprintln!("--async needs the example built with --features tokio");
+    std::process::exit(2);
 }
 
 /// Starts a node process and reads its id from its first line.
@@ -120,6 +193,7 @@ fn spawn_node(a: &Args) -> (Child, String) {
         .args(["--workers", &a.workers.to_string()])
         .args(["--lease-ms", &a.lease_ms.to_string()])
         .args(["--work-ms", &a.work_ms.to_string()])
+        .args(a.async_node.then_some("--async"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -10,8 +10,9 @@
 //! inside the caller's own transaction; a [`Node`] runs them: its leader
 //! thread sleeps until the queue's earliest due time or a `LISTEN/NOTIFY`
 //! wake, claims a batch with `FOR UPDATE SKIP LOCKED` under a lease, and
-//! hands it to its workers. The [`guide`] states the contract, the schema
-//! and the protocol.
+//! hands it to its workers. With the feature `tokio`, an `AsyncNode` does
+//! the same with handlers that are `async fn`s, run on a tokio runtime. The
+//! [`guide`] states the contract, the schema and the protocol.
 //!
 //! # Examples
 //!
@@ -72,12 +73,15 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The guide: contract, schema, protocol, tests and measurements
 /// (`docs/durable.md` of this crate).
 #[doc = include_str!("../docs/durable.md")]
 pub mod guide {}
 
+#[cfg(feature = "tokio")]
+mod async_node;
 mod connect;
 mod error;
 mod leader;
@@ -97,6 +101,10 @@ mod worker;
 /// version.
 pub use postgres;
 
+/// A node whose handlers are `async fn`s, run on a tokio runtime.
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use async_node::{AsyncNode, AsyncNodeBuilder};
 pub use error::Error;
 pub use names::{MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES};
 pub use node::{Node, NodeBuilder};
@@ -106,7 +114,8 @@ pub use schema::VERSION as SCHEMA_VERSION;
 pub use shared::{HandlerResult, Job, NodeStats};
 pub use task::{Due, NewTask, Scheduled, DEFAULT_MAX_ATTEMPTS};
 
-// The README's example is compiled as a doc test.
+// The README's examples are compiled as doc tests (with the feature the
+// async one needs).
 #[doc = include_str!("../README.md")]
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "tokio"))]
 pub struct ReadmeDoctests;

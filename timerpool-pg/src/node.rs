@@ -7,7 +7,7 @@ use crate::connect::{harden, Connector};
 use crate::names::check_name;
 use crate::shared::{Counters, Handler, HandlerResult, Job, NodeStats, Settings, Shared};
 use crate::{leader, recorder, worker, Error, Queue};
-use crossbeam_channel::{unbounded, Sender};
+use crossbeam_channel::{unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -162,6 +162,14 @@ impl NodeBuilder {
     /// [`Error::Db`] if the schema cannot be installed, [`Error::Spawn`] if
     /// a thread cannot start.
     pub fn start(self) -> Result<Node, Error> {
+        let (shared, leader, rec) = self.prepare()?;
+        Node::spawn(shared, leader, rec, spawn_workers)
+    }
+
+    /// Everything [`start`](NodeBuilder::start) does before the threads
+    /// start: checks, connections, schema. The node kinds differ only in
+    /// how they run claimed jobs.
+    pub(crate) fn prepare(self) -> Result<Prepared, Error> {
         let cfg = self.settings()?;
         for name in self.handlers.keys() {
             check_name("handler", name)?;
@@ -188,11 +196,11 @@ impl NodeBuilder {
             room: Condvar::new(),
             counters: Counters::default(),
         });
-        Node::spawn(
+        Ok((
             shared,
             (leader_conn, lead_client),
             (recorder_conn, rec_client),
-        )
+        ))
     }
 
     fn settings(&self) -> Result<Settings, Error> {
@@ -248,6 +256,46 @@ fn node_id() -> String {
     format!("{:016x}", h.finish())
 }
 
+/// What [`NodeBuilder::prepare`] hands to [`Node::spawn`]: the shared
+/// state and the leader's and the recorder's connections.
+pub(crate) type Prepared = (
+    Arc<Shared>,
+    (Connector, postgres::Client),
+    (Connector, postgres::Client),
+);
+
+/// The threads that run claimed jobs, or why one could not start.
+pub(crate) type Spawned = Result<Vec<thread::JoinHandle<()>>, Error>;
+
+/// A named thread, its failure to start an [`Error::Spawn`].
+pub(crate) fn spawn_thread(
+    name: String,
+    f: Box<dyn FnOnce() + Send>,
+) -> Result<thread::JoinHandle<()>, Error> {
+    thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|e| Error::Spawn(e.to_string()))
+}
+
+/// The blocking node's runners: `workers` threads, each running one
+/// handler at a time.
+fn spawn_workers(
+    shared: &Arc<Shared>,
+    jobs: Receiver<Job>,
+    done: Sender<recorder::Msg>,
+) -> Spawned {
+    (0..shared.cfg.workers)
+        .map(|i| {
+            let (s, rx, tx) = (shared.clone(), jobs.clone(), done.clone());
+            spawn_thread(
+                format!("timerpool-pg-worker-{i}"),
+                Box::new(move || worker::run(&s, rx, tx)),
+            )
+        })
+        .collect()
+}
+
 /// A running node of a queue: one leader, its workers and a recorder, each
 /// a thread, with two database connections (leader, recorder).
 ///
@@ -276,10 +324,13 @@ impl Node {
         NodeBuilder::new(config, queue)
     }
 
-    fn spawn(
+    /// Starts the recorder, then the job runners (`runners` spawns them:
+    /// worker threads, or an async dispatcher), then the leader.
+    pub(crate) fn spawn(
         shared: Arc<Shared>,
         leader: (Connector, postgres::Client),
         rec: (Connector, postgres::Client),
+        runners: impl FnOnce(&Arc<Shared>, Receiver<Job>, Sender<recorder::Msg>) -> Spawned,
     ) -> Result<Node, Error> {
         let (job_tx, job_rx) = unbounded();
         let (done_tx, done_rx) = unbounded();
@@ -288,26 +339,15 @@ impl Node {
             control: Some(done_tx.clone()),
             threads: Vec::new(),
         };
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            thread::Builder::new()
-                .name(name)
-                .spawn(f)
-                .map_err(|e| Error::Spawn(e.to_string()))
-        };
         let s = shared.clone();
-        node.threads.push(spawn(
+        node.threads.push(spawn_thread(
             "timerpool-pg-recorder".into(),
             Box::new(move || recorder::run(&s, rec.0, rec.1, done_rx)),
         )?);
-        for i in 0..shared.cfg.workers {
-            let (s, rx, tx) = (shared.clone(), job_rx.clone(), done_tx.clone());
-            node.threads.push(spawn(
-                format!("timerpool-pg-worker-{i}"),
-                Box::new(move || worker::run(&s, rx, tx)),
-            )?);
-        }
+        node.threads
+            .extend(runners(&shared, job_rx, done_tx.clone())?);
         let s = shared.clone();
-        node.threads.push(spawn(
+        node.threads.push(spawn_thread(
             "timerpool-pg-leader".into(),
             Box::new(move || leader::run(&s, leader.0, leader.1, job_tx, done_tx)),
         )?);
@@ -337,7 +377,7 @@ impl Node {
         self.stop();
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.shared.stop.store(1, Ordering::Release);
         {
             let _guard = self.shared.in_flight.lock();

@@ -41,7 +41,7 @@ fn attempt(shared: &Shared, job: &Job) -> Verdict {
 }
 
 /// The text of a panic payload, as std's hook prints it.
-fn panic_message(panic: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = panic.downcast_ref::<String>() {
@@ -52,7 +52,7 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
 }
 
 /// Frees a claim slot, waking the leader once half of them are free.
-fn release(shared: &Shared) {
+pub(crate) fn release(shared: &Shared) {
     let mut n = shared.in_flight.lock();
     *n -= 1;
     if *n <= shared.cfg.prefetch / 2 {

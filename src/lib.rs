@@ -149,6 +149,7 @@
 // are shown with the feature they need.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod calendar;
 mod clock;
 mod contain;
 mod error;
@@ -161,6 +162,7 @@ mod pool;
 mod scheduler;
 mod sync;
 
+pub use calendar::{Calendar, CalendarError};
 pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{

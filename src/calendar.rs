@@ -408,6 +408,11 @@ fn is_fixed(expression: &str) -> Result<bool, String> {
         };
     }
     let fields: Vec<&str> = e.split_whitespace().collect();
+    // croner reads an empty list item as "no value", and then searches
+    // second by second to the end of its years for a match that cannot come.
+    if let Some(f) = fields.iter().find(|f| f.split(',').any(str::is_empty)) {
+        return Err(format!("the field {f:?} has an empty list item"));
+    }
     let time_fields = match fields.len() {
         5 => &fields[..2],
         6 | 7 => &fields[..3],

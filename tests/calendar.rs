@@ -10,7 +10,8 @@ use jiff::Timestamp;
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, SystemTime};
 use timerpool::{
-    Calendar, CalendarError, Clock, ManualClock, MissedTicks, Outcome, Repeat, TimerPool,
+    Calendar, CalendarError, Clock, ManualClock, MissedTicks, Next, OnPanic, Outcome, Repeat,
+    TimerPool,
 };
 
 const MIN: Duration = Duration::from_secs(60);
@@ -496,4 +497,67 @@ fn a_calendar_that_runs_out_completes() {
     pool.advance(MIN * 120).unwrap();
     assert_eq!(drain(&rx), want(&["2031-01-01T00:00Z"]));
     assert_eq!(h.wait_timeout(BOUND).unwrap(), Outcome::Completed(()));
+}
+
+#[test]
+fn a_dynamic_calendar_task_adds_a_run_and_resumes_its_calendar() {
+    let (clock, pool) = pool_at("2026-06-01T08:59Z");
+    let (tx, rx) = channel();
+    let c = clock.clone();
+    let mut first = true;
+    let h = pool
+        .schedule_dynamic(
+            1,
+            Duration::ZERO,
+            Repeat::cron("0 9 * * *", "UTC").unwrap(),
+            move || {
+                tx.send(c.wall_time()).unwrap();
+                match std::mem::take(&mut first) {
+                    true => Next::After(MIN * 10),
+                    false => Next::OnSchedule,
+                }
+            },
+        )
+        .unwrap();
+    pool.advance(Duration::from_secs(25 * 3600)).unwrap();
+    assert_eq!(
+        drain(&rx),
+        want(&[
+            "2026-06-01T09:00Z",
+            "2026-06-01T09:10Z",
+            "2026-06-02T09:00Z"
+        ])
+    );
+    assert_eq!(h.missed(), 0);
+}
+
+#[test]
+fn a_panicking_calendar_run_follows_the_panic_policy() {
+    let (clock, pool) = pool_at("2026-06-01T08:59Z");
+    let (tx, rx) = channel();
+    let c = clock.clone();
+    let repeat = Repeat::cron("0 9 * * *", "UTC")
+        .unwrap()
+        .on_panic(OnPanic::Continue);
+    let h = pool
+        .schedule_repeating(1, Duration::ZERO, repeat, move || {
+            tx.send(c.wall_time()).unwrap();
+            panic!("report failed");
+        })
+        .unwrap();
+    pool.advance(Duration::from_secs(25 * 3600)).unwrap();
+    assert_eq!(
+        drain(&rx),
+        want(&["2026-06-01T09:00Z", "2026-06-02T09:00Z"])
+    );
+    assert_eq!(h.panics(), 2);
+    let stop = Repeat::cron("0 9 * * *", "UTC").unwrap();
+    let h = pool
+        .schedule_repeating(2, Duration::ZERO, stop, || panic!("report failed"))
+        .unwrap();
+    pool.advance(Duration::from_secs(24 * 3600)).unwrap();
+    assert_eq!(
+        h.wait_timeout(BOUND).unwrap(),
+        Outcome::Panicked("report failed".to_string())
+    );
 }

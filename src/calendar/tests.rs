@@ -316,3 +316,47 @@ fn bad_expressions_and_zones_are_refused_with_the_reason() {
     let e = Calendar::new("0 9 * * *", "Mars/Olympus").unwrap_err();
     assert!(e.to_string().contains("Mars/Olympus"), "{e}");
 }
+
+#[test]
+fn odd_inputs_are_values_not_panics() {
+    let odd = [
+        "L L L L L",
+        "0 0 31W * *",
+        "0 0 ? * 7#6",
+        "*/0 * * * *",
+        "0-59/0 * * * *",
+        "5-1 * * * *",
+        "@",
+        "@ daily",
+        "0 0 LW * *",
+        "99999999999 * * * *",
+        "0 0 0 0 0",
+        "- * * * *",
+        ", * * * *",
+        "0 0 * * MON#0",
+        "0 0 1 1 * 99999",
+        "\u{0}\u{1} * * * *",
+        "0 9 * * MON-FRI extra fields here",
+        ", * * * *",
+        "0 1, * * *",
+        "0 0 1,,2 * *",
+    ];
+    for expr in odd {
+        // Either answer is fine; a panic is not, and an accepted calendar
+        // finds its next tick (or says there is none) without one.
+        if let Ok(cal) = Calendar::new(expr, "America/New_York") {
+            let _ = cal.next_tick(ts("2026-03-08T06:00Z"));
+        }
+    }
+    // Those that are plainly wrong are refused.
+    for expr in [
+        "*/0 * * * *",
+        "@",
+        "0 0 0 0 0",
+        "99999999999 * * * *",
+        ", * * * *",
+        "0 1, * * *",
+    ] {
+        assert!(Calendar::new(expr, "UTC").is_err(), "{expr}");
+    }
+}

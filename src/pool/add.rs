@@ -145,9 +145,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// under the key of a periodic task stops it (outcome `Replaced`), even
     /// while it runs.
     ///
+    /// With a calendar ([`Repeat::cron`], [`Repeat::calendar`]) the first
+    /// run is the calendar's first tick at or after `first`.
+    ///
     /// # Errors
     ///
-    /// As [`schedule`](Self::schedule), and [`Error::ZeroPeriod`].
+    /// As [`schedule`](Self::schedule), and [`Error::ZeroPeriod`];
+    /// [`Error::TimeOutOfRange`] for a calendar with no tick from `first`
+    /// on.
     ///
     /// # Examples
     ///

@@ -78,6 +78,7 @@
 #[doc = include_str!("../docs/durable.md")]
 pub mod guide {}
 
+pub mod admin;
 mod connect;
 mod error;
 mod leader;

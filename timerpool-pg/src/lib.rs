@@ -80,6 +80,7 @@
 #[doc = include_str!("../docs/durable.md")]
 pub mod guide {}
 
+pub mod admin;
 #[cfg(feature = "tokio")]
 mod async_node;
 mod connect;

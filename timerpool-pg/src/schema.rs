@@ -50,28 +50,14 @@ pub const VERSION: i32 = 2;
 pub(crate) fn install<C: GenericClient>(client: &mut C, schema: &str) -> Result<(), Error> {
     let mut tx = client.transaction()?;
     lock(&mut tx, schema)?;
-    tx.batch_execute(&format!(
-        "CREATE SCHEMA IF NOT EXISTS {schema};
-         CREATE TABLE IF NOT EXISTS {schema}.migrations (
-             version  integer PRIMARY KEY,
-             breaking boolean NOT NULL,
-             applied  timestamptz NOT NULL DEFAULT clock_timestamp()
-         );"
-    ))?;
+    tx.batch_execute(&bootstrap(schema))?;
     // A schema installed by version-1 code: its `meta` row counts as
     // migrations 1 to that version.
     let legacy: Option<String> = tx
         .query_one(&format!("SELECT to_regclass('{schema}.meta')::text"), &[])?
         .get(0);
     if legacy.is_some() {
-        tx.execute(
-            &format!(
-                "INSERT INTO {schema}.migrations (version, breaking)
-                 SELECT g, g = 1 FROM {schema}.meta, generate_series(1, meta.version) g
-                 ON CONFLICT (version) DO NOTHING"
-            ),
-            &[],
-        )?;
+        tx.execute(&adopt_legacy(schema), &[])?;
     }
     tx.commit()?;
     for m in MIGRATIONS {
@@ -99,10 +85,7 @@ pub(crate) fn install<C: GenericClient>(client: &mut C, schema: &str) -> Result<
             continue; // the transaction rolls back: it changed nothing
         }
         tx.batch_execute(&m.sql.replace("{s}", schema))?;
-        tx.execute(
-            &format!("INSERT INTO {schema}.migrations (version, breaking) VALUES ($1, $2)"),
-            &[&m.version, &m.breaking],
-        )?;
+        tx.batch_execute(&record(schema, m))?;
         tx.commit()?;
     }
     Ok(())
@@ -115,6 +98,130 @@ fn lock(tx: &mut postgres::Transaction<'_>, schema: &str) -> Result<(), Error> {
         &[&schema],
     )?;
     Ok(())
+}
+
+/// The schema and its bookkeeping table, created before any migration.
+fn bootstrap(schema: &str) -> String {
+    format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.migrations (
+             version  integer PRIMARY KEY,
+             breaking boolean NOT NULL,
+             applied  timestamptz NOT NULL DEFAULT clock_timestamp()
+         );"
+    )
+}
+
+/// Records version-1 code's `meta` row as migrations 1 to its version.
+fn adopt_legacy(schema: &str) -> String {
+    format!(
+        "INSERT INTO {schema}.migrations (version, breaking)
+         SELECT g, g = 1 FROM {schema}.meta, generate_series(1, meta.version) g
+         ON CONFLICT (version) DO NOTHING"
+    )
+}
+
+/// Records migration `m` as applied (its primary key refuses a second
+/// application).
+fn record(schema: &str, m: &Migration) -> String {
+    format!(
+        "INSERT INTO {schema}.migrations (version, breaking) VALUES ({}, {})",
+        m.version, m.breaking
+    )
+}
+
+/// A migration the database records as applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Applied {
+    /// Its number.
+    pub version: i32,
+    /// Whether it was marked breaking.
+    pub breaking: bool,
+    /// When it was applied; `None` for one adopted from version-1 code's
+    /// `meta` row that the installer has not recorded yet.
+    pub applied: Option<std::time::SystemTime>,
+}
+
+/// What the database holds of `schema`: `None` if the schema does not
+/// exist, else the applied migrations, oldest first. Reads only.
+pub(crate) fn applied<C: GenericClient>(
+    client: &mut C,
+    schema: &str,
+) -> Result<Option<Vec<Applied>>, Error> {
+    let row = client.query_one(
+        "SELECT to_regnamespace($1::text) IS NOT NULL,
+                to_regclass($1::text || '.migrations') IS NOT NULL,
+                to_regclass($1::text || '.meta') IS NOT NULL",
+        &[&schema],
+    )?;
+    let (exists, recorded, legacy): (bool, bool, bool) = (row.get(0), row.get(1), row.get(2));
+    if !exists {
+        return Ok(None);
+    }
+    let mut applied: Vec<Applied> = Vec::new();
+    if recorded {
+        let rows = client.query(
+            &format!("SELECT version, breaking, applied FROM {schema}.migrations ORDER BY 1"),
+            &[],
+        )?;
+        applied.extend(rows.iter().map(|r| Applied {
+            version: r.get(0),
+            breaking: r.get(1),
+            applied: Some(r.get(2)),
+        }));
+    }
+    if legacy {
+        let meta: Option<i32> = client
+            .query_opt(&format!("SELECT max(version) FROM {schema}.meta"), &[])?
+            .and_then(|r| r.get(0));
+        for version in 1..=meta.unwrap_or(0) {
+            if !applied.iter().any(|a| a.version == version) {
+                applied.push(Applied {
+                    version,
+                    breaking: version == 1,
+                    applied: None,
+                });
+            }
+        }
+        applied.sort_by_key(|a| a.version);
+    }
+    Ok(Some(applied))
+}
+
+/// The versions and breaking flags of every migration this crate knows.
+pub(crate) fn known() -> impl Iterator<Item = (i32, bool)> {
+    MIGRATIONS.iter().map(|m| (m.version, m.breaking))
+}
+
+/// The SQL [`install`] would run on a database that holds `applied` of
+/// `schema` (`None`: no schema), as a script for `psql`: one transaction
+/// for the bookkeeping and one per outstanding migration, each under the
+/// installer's lock. Empty when nothing is outstanding.
+pub(crate) fn script(schema: &str, applied: Option<&[Applied]>) -> String {
+    let done = |v: i32| applied.is_some_and(|a| a.iter().any(|x| x.version == v));
+    let todo: Vec<&Migration> = MIGRATIONS.iter().filter(|m| !done(m.version)).collect();
+    if todo.is_empty() {
+        return String::new();
+    }
+    let lock = format!(
+        "SELECT pg_advisory_xact_lock(hashtext('timerpool.install'), hashtext('{schema}'));"
+    );
+    let mut out = format!("BEGIN;\n{lock}\n{}\n", bootstrap(schema));
+    // Adopted migrations of version-1 code have no row of their own yet.
+    if applied.is_some_and(|a| a.iter().any(|x| x.applied.is_none())) {
+        out.push_str(&format!("{};\n", adopt_legacy(schema)));
+    }
+    out.push_str("COMMIT;\n");
+    for m in todo {
+        out.push_str(&format!(
+            "\n-- migration {}{}\nBEGIN;\n{lock}\n{}\n{};\nCOMMIT;\n",
+            m.version,
+            if m.breaking { " (breaking)" } else { "" },
+            m.sql.replace("{s}", schema).trim_end(),
+            record(schema, m),
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -41,8 +41,18 @@ pub enum Error {
     /// The database could not be reached when a node started or a schema
     /// was installed.
     Unreachable(postgres::Error),
-    /// The database answered with an error.
+    /// The database answered with an error (through the `postgres` or
+    /// `tokio-postgres` driver, which share this error type).
     Db(postgres::Error),
+    /// The database answered with an error through sqlx, or sqlx could not
+    /// reach it.
+    #[cfg(feature = "sqlx")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+    Sqlx(sqlx::Error),
+    /// The database answered something the statements rule out (a NULL
+    /// where the schema has none, an unknown state): the schema was
+    /// changed by something other than this crate.
+    Unexpected(String),
     /// The schema in the database is newer than this version of the crate.
     SchemaTooNew {
         /// Version found in the database.
@@ -76,6 +86,9 @@ impl fmt::Display for Error {
                 "schema version {found} is newer than the newest this crate knows ({known})"
             ),
             Error::Spawn(why) => write!(f, "could not start a node thread: {why}"),
+            #[cfg(feature = "sqlx")]
+            Error::Sqlx(e) => write!(f, "database error: {e}"),
+            Error::Unexpected(what) => write!(f, "unexpected answer from the database: {what}"),
         }
     }
 }
@@ -84,6 +97,8 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Unreachable(e) | Error::Db(e) => Some(e),
+            #[cfg(feature = "sqlx")]
+            Error::Sqlx(e) => Some(e),
             _ => None,
         }
     }
@@ -92,5 +107,13 @@ impl std::error::Error for Error {
 impl From<postgres::Error> for Error {
     fn from(e: postgres::Error) -> Self {
         Error::Db(e)
+    }
+}
+
+#[cfg(feature = "sqlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Sqlx(e)
     }
 }

@@ -6,6 +6,13 @@
 //! `Transaction`); the crate re-exports it, so `timerpool-pg` is the only
 //! dependency a project needs: `use timerpool_pg::postgres;`.
 //!
+//! Async code schedules with its own driver, inside its own transaction:
+//! feature `sqlx` adds `Queue::sqlx` (`SqlxQueue`, any sqlx `Executor`)
+//! and feature `tokio-postgres` adds `Queue::tokio_postgres`
+//! (`TokioPostgresQueue`, any tokio-postgres `GenericClient`), each
+//! re-exporting its driver. Both send the statements the synchronous
+//! methods send; the [`guide`] ("From async code") compares the ways.
+//!
 //! A [`Queue`] schedules, replaces and cancels tasks from any client or
 //! inside the caller's own transaction; a [`Node`] runs them: its leader
 //! thread sleeps until the queue's earliest due time or a `LISTEN/NOTIFY`
@@ -72,6 +79,9 @@
 //! stay in the database for the other nodes.
 
 #![forbid(unsafe_code)]
+// On docs.rs (`--cfg docsrs`, nightly rustdoc) the driver-specific items
+// are marked with the feature they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -88,13 +98,18 @@ mod error;
 mod leader;
 mod names;
 mod node;
+mod ops;
 mod queue;
 mod record;
 mod recorder;
 mod schema;
 mod shared;
 pub mod sql;
+#[cfg(feature = "sqlx")]
+mod sqlx_client;
 mod task;
+#[cfg(feature = "tokio-postgres")]
+mod tokio_client;
 mod worker;
 
 /// The synchronous PostgreSQL client this crate's API takes, re-exported
@@ -106,6 +121,18 @@ pub use postgres;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_node::{AsyncNode, AsyncNodeBuilder};
+/// The sqlx crate whose `Executor`s [`SqlxQueue`] takes, re-exported so
+/// callers use the same version (feature `sqlx`).
+#[cfg(feature = "sqlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+pub use sqlx;
+
+/// The tokio-postgres crate whose clients [`TokioPostgresQueue`] takes,
+/// re-exported so callers use the same version (feature `tokio-postgres`).
+#[cfg(feature = "tokio-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
+pub use tokio_postgres;
+
 pub use error::Error;
 pub use names::{MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES};
 pub use node::{Node, NodeBuilder};
@@ -113,7 +140,11 @@ pub use queue::Queue;
 pub use record::{Record, State};
 pub use schema::VERSION as SCHEMA_VERSION;
 pub use shared::{HandlerResult, Job, NodeStats};
+#[cfg(feature = "sqlx")]
+pub use sqlx_client::SqlxQueue;
 pub use task::{Due, NewTask, Scheduled, DEFAULT_MAX_ATTEMPTS};
+#[cfg(feature = "tokio-postgres")]
+pub use tokio_client::TokioPostgresQueue;
 
 // The README's examples are compiled as doc tests (with the feature the
 // async one needs).

@@ -1,13 +1,12 @@
 //! The client side of a queue: schedule, replace, cancel and read tasks
 //! with any client or inside the caller's own transaction.
 
-use crate::names::{channel, check_key, check_name, check_schema};
+use crate::names::{channel, check_name, check_schema};
+use crate::ops::{self, Arg, Op};
 use crate::sql::Sql;
-use crate::task::{due_params, Due, NewTask, Params, Scheduled};
+use crate::task::{Due, NewTask, Scheduled};
 use crate::{schema, Error, Record};
-use postgres::types::{ToSql, Type};
 use postgres::GenericClient;
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -131,24 +130,8 @@ impl Queue {
         task: &NewTask,
     ) -> Result<Scheduled, Error> {
         let p = task.params()?;
-        let queue = self.name();
-        let args: [(&(dyn ToSql + Sync), Type); 8] = [
-            (&queue, Type::TEXT),
-            (&p.key, Type::TEXT),
-            (&p.handler, Type::TEXT),
-            (&p.due_at, Type::TIMESTAMPTZ),
-            (&p.delay_us, Type::INT8),
-            (&p.payload, Type::BYTEA),
-            (&p.max_attempts, Type::INT4),
-            (&p.expire_us, Type::INT8),
-        ];
-        let row = client.query_typed_one(&self.sql().schedule, &args)?;
-        Ok(Scheduled {
-            id: row.get(0),
-            key: p.key.to_string(),
-            replaced: !row.get::<_, bool>(1),
-            due: row.get(2),
-        })
+        let row = one(client, ops::schedule(self, &p))?;
+        ops::read_scheduled(&row, p.key)
     }
 
     /// Schedules many tasks in one statement, each inserted or replacing
@@ -165,39 +148,10 @@ impl Queue {
         client: &mut C,
         tasks: &[NewTask],
     ) -> Result<Vec<Scheduled>, Error> {
-        if tasks.is_empty() {
-            return Ok(Vec::new());
+        match ops::schedule_batch(self, tasks)? {
+            Some(op) => ops::read_batch(&many(client, op)?),
+            None => Ok(Vec::new()),
         }
-        let params = tasks
-            .iter()
-            .map(NewTask::params)
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut seen = HashSet::with_capacity(params.len());
-        if let Some(dup) = params.iter().find(|p| !seen.insert(p.key)) {
-            return Err(Error::DuplicateKeyInBatch(dup.key.to_string()));
-        }
-        let cols = Columns::of(&params);
-        let queue = self.name();
-        let args: [(&(dyn ToSql + Sync), Type); 8] = [
-            (&queue, Type::TEXT),
-            (&cols.keys, Type::TEXT_ARRAY),
-            (&cols.handlers, Type::TEXT_ARRAY),
-            (&cols.due_at, Type::TIMESTAMPTZ_ARRAY),
-            (&cols.delay_us, Type::INT8_ARRAY),
-            (&cols.payloads, Type::BYTEA_ARRAY),
-            (&cols.max_attempts, Type::INT4_ARRAY),
-            (&cols.expire_us, Type::INT8_ARRAY),
-        ];
-        let rows = client.query_typed(&self.sql().schedule_batch, &args)?;
-        Ok(rows
-            .iter()
-            .map(|row| Scheduled {
-                id: row.get(0),
-                key: row.get(1),
-                replaced: !row.get::<_, bool>(2),
-                due: row.get(3),
-            })
-            .collect())
     }
 
     /// Cancels the pending task of `key`: true iff it was pending, and then
@@ -209,13 +163,7 @@ impl Queue {
     /// [`Error::KeyTooLong`] or [`Error::InvalidName`] for a bad key,
     /// [`Error::Db`] if the statement fails.
     pub fn cancel<C: GenericClient>(&self, client: &mut C, key: &str) -> Result<bool, Error> {
-        check_key(key)?;
-        let queue = self.name();
-        let row = client.query_typed_one(
-            &self.sql().cancel,
-            &[(&queue, Type::TEXT), (&key, Type::TEXT)],
-        )?;
-        Ok(row.get(0))
+        ops::read_bool(&one(client, ops::cancel(self, key)?)?)
     }
 
     /// Moves the due time of `key`'s pending task in place: the same task
@@ -235,17 +183,7 @@ impl Queue {
         key: &str,
         due: Due,
     ) -> Result<bool, Error> {
-        check_key(key)?;
-        let (due_at, delay_us) = due_params(due)?;
-        let queue = self.name();
-        let args: [(&(dyn ToSql + Sync), Type); 4] = [
-            (&queue, Type::TEXT),
-            (&key, Type::TEXT),
-            (&due_at, Type::TIMESTAMPTZ),
-            (&delay_us, Type::INT8),
-        ];
-        let row = client.query_typed_one(&self.sql().reschedule, &args)?;
-        Ok(row.get(0))
+        ops::read_bool(&one(client, ops::reschedule(self, key, due)?)?)
     }
 
     /// The due time of `key`'s pending task, on the database's clock;
@@ -259,13 +197,7 @@ impl Queue {
         client: &mut C,
         key: &str,
     ) -> Result<Option<SystemTime>, Error> {
-        check_key(key)?;
-        let queue = self.name();
-        let row = client.query_typed_one(
-            &self.sql().due_of,
-            &[(&queue, Type::TEXT), (&key, Type::TEXT)],
-        )?;
-        Ok(row.get(0))
+        ops::read_due(&one(client, ops::due_of(self, key)?)?)
     }
 
     /// Every recorded task of `key`, live and finished (until removed after
@@ -279,37 +211,18 @@ impl Queue {
         client: &mut C,
         key: &str,
     ) -> Result<Vec<Record>, Error> {
-        check_key(key)?;
-        let queue = self.name();
-        let rows = client.query_typed(
-            &self.sql().history,
-            &[(&queue, Type::TEXT), (&key, Type::TEXT)],
-        )?;
-        Ok(rows.iter().map(Record::from_row).collect())
+        ops::read_history(&many(client, ops::history(self, key)?)?)
     }
 }
 
-/// A batch as parallel arrays, one per column.
-struct Columns<'a> {
-    keys: Vec<&'a str>,
-    handlers: Vec<&'a str>,
-    payloads: Vec<&'a [u8]>,
-    due_at: Vec<Option<SystemTime>>,
-    delay_us: Vec<Option<i64>>,
-    expire_us: Vec<Option<i64>>,
-    max_attempts: Vec<i32>,
+/// Sends a one-row operation with the synchronous driver.
+fn one<C: GenericClient>(client: &mut C, op: Op<'_>) -> Result<postgres::Row, Error> {
+    let args: Vec<_> = op.args.iter().map(Arg::typed).collect();
+    Ok(client.query_typed_one(op.sql, &args)?)
 }
 
-impl<'a> Columns<'a> {
-    fn of(params: &[Params<'a>]) -> Columns<'a> {
-        Columns {
-            keys: params.iter().map(|p| p.key).collect(),
-            handlers: params.iter().map(|p| p.handler).collect(),
-            payloads: params.iter().map(|p| p.payload).collect(),
-            due_at: params.iter().map(|p| p.due_at).collect(),
-            delay_us: params.iter().map(|p| p.delay_us).collect(),
-            expire_us: params.iter().map(|p| p.expire_us).collect(),
-            max_attempts: params.iter().map(|p| p.max_attempts).collect(),
-        }
-    }
+/// Sends an operation of any number of rows with the synchronous driver.
+fn many<C: GenericClient>(client: &mut C, op: Op<'_>) -> Result<Vec<postgres::Row>, Error> {
+    let args: Vec<_> = op.args.iter().map(Arg::typed).collect();
+    Ok(client.query_typed(op.sql, &args)?)
 }

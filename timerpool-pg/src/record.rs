@@ -94,26 +94,3 @@ pub struct Record {
     /// The last failure's message, if any.
     pub error: Option<String>,
 }
-
-impl Record {
-    /// Reads a row of the history statement.
-    pub(crate) fn from_row(row: &postgres::Row) -> Record {
-        let state: String = row.get(3);
-        let attempts: i32 = row.get(9);
-        Record {
-            id: row.get(0),
-            key: row.get(1),
-            handler: row.get(2),
-            // The tables' CHECK constraints admit only known names.
-            state: State::parse(&state).unwrap_or(State::Failed),
-            due: row.get(4),
-            created: row.get(5),
-            claimed: row.get(6),
-            started: row.get(7),
-            finished: row.get(8),
-            attempts: u32::try_from(attempts).unwrap_or(0),
-            owner: row.get(10),
-            error: row.get(11),
-        }
-    }
-}

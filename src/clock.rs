@@ -4,7 +4,7 @@
 use crate::sync::{Arc, Mutex, Weak};
 use std::any::Any;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A monotonic time source for [`TimerPool`](crate::TimerPool).
 ///
@@ -26,6 +26,24 @@ pub trait Clock: Any + Send + Sync + fmt::Debug {
     /// any clock that moves with real time, is `Some(due)`.
     fn sleep_deadline(&self, due: Instant) -> Option<Instant> {
         Some(due)
+    }
+
+    /// The wall-clock time now: the civil calendar that calendar schedules
+    /// ([`Repeat::calendar`](crate::Repeat::calendar)) are computed on. Unlike
+    /// [`now`](Clock::now) it may step backwards or forwards (an NTP step,
+    /// a manual change, a resumed machine); `docs/semantics.md` says how a
+    /// calendar task follows such a step. The default is
+    /// [`SystemTime::now`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use timerpool::{Clock, SystemClock};
+    /// assert!(SystemClock.wall_time() > SystemTime::UNIX_EPOCH);
+    /// ```
+    fn wall_time(&self) -> SystemTime {
+        SystemTime::now()
     }
 
     /// Called once by every pool built on this clock. A clock that moves by
@@ -90,6 +108,9 @@ impl fmt::Debug for PoolWaker {
 
 /// A clock that moves only when told to; [`advance`](ManualClock::advance)
 /// wakes every pool built on it, so threaded tests need no sleeps.
+/// Its wall-clock time ([`Clock::wall_time`]) starts at the system's and
+/// moves with `advance`; [`set_wall_time`](ManualClock::set_wall_time)
+/// steps it alone, as an NTP step would.
 /// [`TimerPool::advance`](crate::TimerPool::advance) moves a pool's manual
 /// clock and runs what falls due on the way in one call.
 ///
@@ -114,6 +135,9 @@ struct ManualInner {
     base: Instant,
     /// How far the clock has been moved.
     offset: Mutex<Duration>,
+    /// The wall-clock time at `base`: the wall clock reads this plus
+    /// `offset`.
+    wall_base: Mutex<SystemTime>,
     /// Pools to wake after each move.
     wakers: Mutex<Vec<PoolWaker>>,
 }
@@ -134,6 +158,7 @@ impl ManualClock {
         ManualClock(Arc::new(ManualInner {
             base: Instant::now(),
             offset: Mutex::new(Duration::ZERO),
+            wall_base: Mutex::new(SystemTime::now()),
             wakers: Mutex::new(Vec::new()),
         }))
     }
@@ -179,6 +204,32 @@ impl ManualClock {
         if gone {
             self.0.wakers.lock().retain(|w| w.0.strong_count() > 0);
         }
+    }
+
+    /// Step the wall clock ([`Clock::wall_time`]) to `to`, forwards or
+    /// backwards, leaving the monotonic time where it is: what an NTP step
+    /// or a manual change of the system time does. Later
+    /// [`advance`](Self::advance)s move both together from there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use timerpool::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let t0 = clock.now();
+    /// let midnight = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600); // 2026-01-01
+    /// clock.set_wall_time(midnight);
+    /// clock.advance(Duration::from_secs(60));
+    /// assert_eq!(clock.wall_time(), midnight + Duration::from_secs(60));
+    /// assert_eq!(clock.now() - t0, Duration::from_secs(60));
+    /// ```
+    pub fn set_wall_time(&self, to: SystemTime) {
+        let offset = *self.0.offset.lock();
+        // A time before `base` could hold may not subtract; then the step
+        // lands as near as the platform allows.
+        *self.0.wall_base.lock() = to.checked_sub(offset).unwrap_or(to);
     }
 
     /// How far the clock has moved since it was made.
@@ -231,6 +282,12 @@ impl Clock for ManualClock {
 
     fn sleep_deadline(&self, _due: Instant) -> Option<Instant> {
         None
+    }
+
+    fn wall_time(&self) -> SystemTime {
+        let offset = *self.0.offset.lock();
+        let base = *self.0.wall_base.lock();
+        base.checked_add(offset).unwrap_or(base)
     }
 
     fn register(&self, waker: PoolWaker) {

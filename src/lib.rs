@@ -18,7 +18,7 @@
 //! | --- | --- | --- |
 //! | run a closure once, keyed / keyless | [`TimerPool::schedule`] / [`TimerPool::submit`] | [`TaskHandle`]: wait, cancel, timing |
 //! | the same, nobody waits for the outcome | [`TimerPool::schedule_detached`] / [`TimerPool::submit_detached`] | nothing (counted in [`TimerPool::stats`]) |
-//! | run it periodically ([`Repeat`]: fixed rate or delay, [`MissedTicks`], [`OnPanic`]) | [`TimerPool::schedule_repeating`] / [`TimerPool::submit_repeating`] | [`PeriodicHandle`] |
+//! | run it periodically ([`Repeat`]: fixed rate or delay, or a cron [`Calendar`] in a time zone; [`MissedTicks`], [`OnPanic`]) | [`TimerPool::schedule_repeating`] / [`TimerPool::submit_repeating`] | [`PeriodicHandle`] |
 //! | run it periodically, the closure picking each next delay ([`Next`]) | [`TimerPool::schedule_dynamic`] / [`TimerPool::submit_dynamic`] | [`PeriodicHandle`] |
 //! | run a closure returning `Result` again after a backoff while it fails (`Err` or panic; [`Retry`], [`Retry::retry_if`]) | [`TimerPool::schedule_retrying`] / [`TimerPool::submit_retrying`] | [`RetryHandle`]: its [`Retried`] outcome and attempts |
 //! | hand over many keyed tasks under one lock | [`TimerPool::schedule_batch`], [`TimerPool::schedule_batch_detached`] | handles, or a count |
@@ -145,6 +145,7 @@
 // are shown with the feature they need.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod calendar;
 mod clock;
 mod contain;
 mod error;
@@ -154,6 +155,7 @@ mod pool;
 mod scheduler;
 mod sync;
 
+pub use calendar::{Calendar, CalendarError};
 pub use clock::{Clock, ManualClock, PoolWaker, SystemClock};
 pub use error::Error;
 pub use pool::{

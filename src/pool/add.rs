@@ -9,6 +9,7 @@ use super::task::{once_job, Joint, SlotOf, Task, TaskKey, Watched};
 use super::time::Due;
 #[cfg(feature = "tracing")]
 use super::trace;
+use super::wall::WallTicks;
 use super::{PeriodicHandle, Refused, TaskHandle, TimerPool};
 use crate::contain::drop_quietly;
 use crate::sync::Arc;
@@ -144,9 +145,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// under the key of a periodic task stops it (outcome `Replaced`), even
     /// while it runs.
     ///
+    /// With a calendar ([`Repeat::cron`], [`Repeat::calendar`]) the first
+    /// run is the calendar's first tick at or after `first`.
+    ///
     /// # Errors
     ///
-    /// As [`schedule`](Self::schedule), and [`Error::ZeroPeriod`].
+    /// As [`schedule`](Self::schedule), and [`Error::ZeroPeriod`];
+    /// [`Error::TimeOutOfRange`] for a calendar with no tick from `first`
+    /// on.
     ///
     /// # Examples
     ///
@@ -455,13 +461,26 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         let checked = repeat
             .every_ns()
             .and_then(|every| Ok((every, self.due_ns(first)?)));
-        let (every, due) = match checked {
+        let (every, mut due) = match checked {
             Ok(v) => v,
             Err(e) => return Err(self.refuse(f, e)),
         };
+        // A calendar task starts at its calendar's first tick from `first` on.
+        let mut wall = None;
+        if let Some(calendar) = repeat.calendar_of() {
+            let (clock, now) = (self.shared.time.shared_clock(), self.shared.time.now());
+            match WallTicks::start(calendar.clone(), clock, due, now.ns) {
+                Some((ticks, Some(at))) => (wall, due) = (Some(ticks), at),
+                _ => return Err(self.refuse(f, Error::TimeOutOfRange)),
+            }
+        }
         let ctl = PeriodicCtl::new(self.shared.time.instant_of(due), self.shared.faults);
         let ctl = Arc::new(if retry { ctl.for_retry() } else { ctl });
         let job = PeriodicJob::new(Box::new(f), ctl.clone(), repeat, every);
+        let job = match wall {
+            Some(ticks) => job.on_calendar(ticks),
+            None => job,
+        };
         let handle_key = key.clone();
         self.admit_single(key, due, Task::Periodic(Box::new(job)), |seq| {
             ctl.set_seq(seq)

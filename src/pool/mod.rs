@@ -61,6 +61,7 @@ mod time;
 #[cfg(feature = "tracing")]
 mod trace;
 mod wake;
+mod wall;
 mod worker;
 
 pub use builder::{Builder, MAX_WORKERS};

@@ -237,6 +237,10 @@ pub(crate) enum Ran {
     Panicked,
     /// Skipped: it could only start later than the staleness tolerance.
     Expired,
+    /// Not run and not due: a calendar task woke to read the wall clock
+    /// (its tick has not come on it yet) and put itself back
+    /// (`pool/wall.rs`). Neither a run nor a report.
+    Waited,
 }
 
 /// [`Stamps`] as an outcome slot keeps them once delivered: the claim and

@@ -1,5 +1,5 @@
-//! Periodic tasks: fixed rate or fixed delay, with missed-tick and panic
-//! policies.
+//! Periodic tasks: fixed rate, fixed delay or a calendar, with missed-tick
+//! and panic policies.
 //!
 //! A periodic task is one heap entry under its key, like any task. When a
 //! worker starts it, it leaves a *stand-in* under the same key (due never),
@@ -13,20 +13,25 @@
 //!
 //! This file holds the policies, the task between runs ([`PeriodicJob`]) and
 //! what it shares with its stand-in and its handle ([`PeriodicCtl`]); it
-//! touches no pool state.
+//! touches no pool state. A calendar task's place on the wall clock is in
+//! `wall.rs`.
 
 use super::context::{RunKind, Running};
 use super::fault::Faults;
 use super::outcome::{Abandon, Outcome, OutcomeSlot, Ran, RunCtx, Stamps, Timing, LOST};
 use super::time::{nanos, Now, NEVER};
+use super::wall::{Then, Wake, WallTicks};
+use crate::calendar::Calendar;
 use crate::contain::{drop_quietly, panic_message};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
 use crate::Error;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-/// What a fixed-rate task does about ticks that passed while it could not run
-/// (a slow run, busy workers, a stalled machine).
+/// What a fixed-rate or calendar task does about ticks that passed while it
+/// could not run (a slow run, busy workers, a stalled or suspended machine,
+/// a wall clock stepped forward). The late run itself happens either way;
+/// the policy decides what follows it.
 ///
 /// # Examples
 ///
@@ -43,11 +48,12 @@ pub enum MissedTicks {
     /// `scheduleAtFixedRate`). A long stall becomes a burst of runs.
     Burst,
     /// Shift the schedule: the next run is one period after the late run
-    /// finished.
+    /// finished. A calendar has no period to shift by: for it this is
+    /// [`Skip`](Self::Skip).
     Delay,
     /// Drop the missed ticks and run at the next tick of the original
     /// schedule still in the future. The default: no burst after a stall, and
-    /// the task keeps its phase.
+    /// the task keeps its phase (a calendar task, its calendar).
     #[default]
     Skip,
 }
@@ -75,7 +81,8 @@ pub enum OnPanic {
     Continue,
 }
 
-/// How a periodic task repeats.
+/// How a periodic task repeats: at a fixed rate, with a fixed delay
+/// between runs, or on a [`Calendar`] (a cron expression in a time zone).
 ///
 /// # Examples
 ///
@@ -87,24 +94,26 @@ pub enum OnPanic {
 ///     .on_panic(OnPanic::Continue);
 /// # let _ = every_second;
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repeat {
-    /// Fixed rate or fixed delay.
+    /// Fixed rate, fixed delay or calendar.
     kind: Kind,
-    /// The period or delay.
+    /// The period or delay (zero for a calendar).
     every: Duration,
-    /// Missed-tick policy (fixed rate only).
+    /// Missed-tick policy (fixed rate and calendar).
     missed: MissedTicks,
     /// Panic policy.
     on_panic: OnPanic,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Kind {
     /// Runs at `first + k * period`.
     FixedRate,
     /// Runs `delay` after the previous run finished.
     FixedDelay,
+    /// Runs at the calendar's ticks on the wall clock (`wall.rs`).
+    Calendar(Box<Calendar>),
 }
 
 impl Repeat {
@@ -148,7 +157,70 @@ impl Repeat {
         }
     }
 
-    /// The missed-tick policy of a fixed-rate task (ignored for fixed delay).
+    /// Run at the ticks of `calendar`, on the pool clock's wall time
+    /// ([`Clock::wall_time`](crate::Clock::wall_time)). The first run is
+    /// the calendar's first tick at or after the `first` the task is
+    /// scheduled with (pass `Duration::ZERO` for "from now"); each next
+    /// tick is the calendar's first after the previous one, so the task
+    /// does not drift. Default policies: [`MissedTicks::Skip`],
+    /// [`OnPanic::Stop`]. A calendar whose ticks run out ends the task with
+    /// [`Outcome::Completed`].
+    ///
+    /// The rules across daylight-saving changes are [`Calendar`]'s; how
+    /// the task follows a step of the wall clock is in `docs/semantics.md`
+    /// ("Calendar schedules").
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{Calendar, Repeat, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// let weekdays = Calendar::new("0 9 * * MON-FRI", "Europe/Berlin")?;
+    /// let report = pool.schedule_repeating("report", Duration::ZERO, Repeat::calendar(weekdays), || {
+    ///     // build and send the report
+    /// })?;
+    /// assert!(report.cancel());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn calendar(calendar: Calendar) -> Self {
+        Repeat {
+            kind: Kind::Calendar(Box::new(calendar)),
+            every: Duration::ZERO,
+            missed: MissedTicks::default(),
+            on_panic: OnPanic::default(),
+        }
+    }
+
+    /// [`Repeat::calendar`] on `Calendar::new(expression, zone)`: run at the
+    /// ticks of a cron expression in an IANA time zone.
+    ///
+    /// # Errors
+    ///
+    /// As [`Calendar::new`]: a [`CalendarError`](crate::CalendarError) that
+    /// names the bad expression or the unknown zone and says why.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timerpool::{MissedTicks, Repeat, TimerPool};
+    ///
+    /// let pool = TimerPool::<&str>::builder().workers(1).build()?;
+    /// let quarter_hours = Repeat::cron("*/15 9-17 * * MON-FRI", "America/New_York")?
+    ///     .missed_ticks(MissedTicks::Skip);
+    /// let h = pool.schedule_repeating("poll", Duration::ZERO, quarter_hours, || {})?;
+    /// assert!(h.cancel());
+    /// assert!(Repeat::cron("0 9 * * *", "America/Gotham").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cron(expression: &str, zone: &str) -> Result<Self, crate::CalendarError> {
+        Calendar::new(expression, zone).map(Repeat::calendar)
+    }
+
+    /// The missed-tick policy of a fixed-rate or calendar task (ignored for
+    /// fixed delay).
     pub fn missed_ticks(mut self, policy: MissedTicks) -> Self {
         self.missed = policy;
         self
@@ -160,8 +232,20 @@ impl Repeat {
         self
     }
 
-    /// The period or delay in nanoseconds, checked.
+    /// The calendar of a calendar task.
+    pub(crate) fn calendar_of(&self) -> Option<&Calendar> {
+        match &self.kind {
+            Kind::Calendar(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The period or delay in nanoseconds, checked (zero for a calendar,
+    /// which has none).
     pub(crate) fn every_ns(&self) -> Result<i64, Error> {
+        if matches!(self.kind, Kind::Calendar(_)) {
+            return Ok(0);
+        }
         if self.every.is_zero() {
             return Err(Error::ZeroPeriod);
         }
@@ -317,6 +401,15 @@ fn after(next: Option<i64>) -> After {
     }
 }
 
+/// What follows a calendar task's run: its next due time, or, with its
+/// calendar run out, the end.
+fn after_then(then: Then) -> After {
+    match then {
+        Then::Due(due) => after(due),
+        Then::Done => After::Stop(Outcome::Completed(())),
+    }
+}
+
 /// A periodic task between runs: its closure, its policies, and what it
 /// shares with its handle.
 pub(crate) struct PeriodicJob {
@@ -328,6 +421,8 @@ pub(crate) struct PeriodicJob {
     repeat: Repeat,
     /// `repeat.every` in nanoseconds.
     every: i64,
+    /// A calendar task's place on the wall clock.
+    wall: Option<Box<WallTicks>>,
 }
 
 impl PeriodicJob {
@@ -343,7 +438,14 @@ impl PeriodicJob {
             ctl,
             repeat,
             every,
+            wall: None,
         }
+    }
+
+    /// The same task on a calendar, at `wall`.
+    pub(crate) fn on_calendar(mut self, wall: WallTicks) -> Self {
+        self.wall = Some(Box::new(wall));
+        self
     }
 
     /// The state shared with the stand-in and the handle.
@@ -354,6 +456,11 @@ impl PeriodicJob {
     /// Run once on a worker, catching a panic; `finish` reads the pool's
     /// clock when the run returns.
     pub(crate) fn run(&mut self, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> (Ran, After) {
+        if let Some(wall) = &self.wall {
+            if let Wake::Wait(due) = wall.wake(ctx.started_ns) {
+                return (Ran::Waited, after(due));
+            }
+        }
         // This run's number: the runs that returned or panicked, and this.
         let n = self.ctl.runs() + self.ctl.panics() + 1;
         let kind = match self.ctl.is_retry() {
@@ -377,29 +484,52 @@ impl PeriodicJob {
             }
             Err(payload) => payload,
         };
-        let next = self.next_due(ctx.due, end.ns);
+        let next = self.next_after(ctx.due, end.ns);
         let msg = panic_message(payload);
         self.ctl.panics.fetch_add(1, Ordering::Relaxed);
         *self.ctl.last_panic.lock() = Some(msg.clone());
         match self.repeat.on_panic {
             OnPanic::Stop => (Ran::Panicked, After::Stop(Outcome::Panicked(msg))),
-            OnPanic::Continue => (Ran::Panicked, after(next)),
+            OnPanic::Continue => (Ran::Panicked, next),
         }
     }
 
     /// What follows a run for `due` that ended at `now` and picked `pick`.
-    fn picked(&self, pick: Next, due: i64, now: i64) -> After {
+    fn picked(&mut self, pick: Next, due: i64, now: i64) -> After {
         match pick {
-            Next::OnSchedule => after(self.next_due(due, now)),
-            Next::After(delay) => after(nanos(delay).and_then(|d| now.checked_add(d))),
+            Next::OnSchedule => self.next_after(due, now),
+            Next::After(delay) => {
+                if let Some(wall) = &mut self.wall {
+                    // The tick ran: the calendar moves past it, and the extra
+                    // run comes before the next tick.
+                    if let Then::Done = wall.advance(now, self.repeat.missed, &self.ctl.missed) {
+                        return After::Stop(Outcome::Completed(()));
+                    }
+                    wall.set_extra();
+                }
+                after(nanos(delay).and_then(|d| now.checked_add(d)))
+            }
             Next::Stop => After::Stop(Outcome::Completed(())),
         }
     }
 
-    /// Skip this run as stale: the tick counts as missed.
+    /// Skip this run as stale: the tick counts as missed (a calendar task's
+    /// wake before its tick only waits again).
     pub(crate) fn expire(&mut self, ctx: &RunCtx) -> After {
+        if let Some(wall) = &mut self.wall {
+            let then = wall.expire(ctx.started_ns, self.repeat.missed, &self.ctl.missed);
+            return after_then(then);
+        }
         self.ctl.missed.fetch_add(1, Ordering::Relaxed);
         after(self.next_due(ctx.due, ctx.started_ns))
+    }
+
+    /// What follows the run for `due` that ended at `now`, on schedule.
+    fn next_after(&mut self, due: i64, now: i64) -> After {
+        match &mut self.wall {
+            Some(wall) => after_then(wall.advance(now, self.repeat.missed, &self.ctl.missed)),
+            None => after(self.next_due(due, now)),
+        }
     }
 
     /// Drop the task unrun with `why` as its final outcome.
@@ -429,7 +559,9 @@ impl PeriodicJob {
     /// ticks that get no run; `None` when it lies past the clock's range.
     fn next_due(&self, due: i64, now: i64) -> Option<i64> {
         let p = self.every;
-        let (next, missed) = match self.repeat.kind {
+        let (next, missed) = match &self.repeat.kind {
+            // Calendar tasks move on through `wall.rs`; never reached.
+            Kind::Calendar(_) => (None, 0),
             Kind::FixedDelay => (now.checked_add(p), 0),
             Kind::FixedRate => match due.checked_add(p) {
                 Some(nominal) if nominal <= now => {

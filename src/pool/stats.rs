@@ -272,6 +272,10 @@ impl Counters {
         };
         let mut c = w.0.lock();
         c.finished += 1;
+        if ran == Ran::Waited {
+            // A calendar task reading the wall clock: no run, no lateness.
+            return;
+        }
         if let Some(late) = late_ns {
             c.lateness.saturating_record(late.max(0) as u64);
         }
@@ -284,7 +288,7 @@ impl Counters {
                 c.periodic_runs += 1;
                 c.periodic_panics += 1;
             }
-            (true, Ran::Expired) => {}
+            (true, Ran::Expired) | (_, Ran::Waited) => {}
         }
     }
 

@@ -95,6 +95,11 @@ impl Timeline {
         &*self.clock
     }
 
+    /// The pool's clock, to keep: a calendar task reads its wall time.
+    pub(crate) fn shared_clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
     /// Read the pool's clock (the epoch if the clock panics).
     pub(crate) fn now(&self) -> Now {
         let at = self.contain(|| self.clock.now()).unwrap_or(self.epoch);

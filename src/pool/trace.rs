@@ -81,7 +81,7 @@ impl<K: Key> Shared<K> {
     /// Inside a run's span: what the run did, if it is worth an event.
     pub(crate) fn trace_ran(&self, ran: Ran, panic: Option<&str>) {
         match ran {
-            Ran::Completed => {}
+            Ran::Completed | Ran::Waited => {}
             Ran::Panicked => {
                 tracing::warn!(target: "timerpool", panic = panic.unwrap_or(""), "task panicked");
             }

@@ -164,6 +164,8 @@ impl<K: Key> Shared<K> {
         periodic: bool,
     ) {
         let outcome = match (ran, panic) {
+            // A calendar task reading the wall clock ran nothing.
+            (Ran::Waited, _) => return,
             (Ran::Completed, _) => Outcome::Completed(()),
             (Ran::Panicked, msg) => Outcome::Panicked(msg.unwrap_or_default()),
             (Ran::Expired, _) => Outcome::Expired,

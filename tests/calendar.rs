@@ -1,0 +1,563 @@
+//! Calendar tasks on a manual clock: daylight-saving vectors in five zones,
+//! leap days, refusals, missed-tick policies, cancel and replace, and steps
+//! of the wall clock. The expected instants come from the vectors in
+//! `src/calendar/tests.rs` (computed independently of jiff and croner).
+
+mod common;
+use common::*;
+
+use jiff::Timestamp;
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, SystemTime};
+use timerpool::{
+    Calendar, CalendarError, Clock, ManualClock, MissedTicks, Next, OnPanic, Outcome, Repeat,
+    TimerPool,
+};
+
+const MIN: Duration = Duration::from_secs(60);
+
+/// The instant written `s` (RFC 3339) as a `SystemTime`.
+fn at(s: &str) -> SystemTime {
+    let t: Timestamp = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+    SystemTime::try_from(t).unwrap()
+}
+
+/// `t` written in RFC 3339, UTC.
+fn show(t: SystemTime) -> String {
+    Timestamp::try_from(t).unwrap().to_string()
+}
+
+/// A one-worker pool on a manual clock whose wall time reads `wall`.
+fn pool_at(wall: &str) -> (ManualClock, TimerPool<u64>) {
+    let (clock, pool) = manual_pool(1);
+    clock.set_wall_time(at(wall));
+    (clock, pool)
+}
+
+/// A closure that sends the wall time at each run.
+fn ticker(clock: &ManualClock) -> (impl FnMut() + Send + 'static, Receiver<SystemTime>) {
+    let (tx, rx) = channel();
+    let c = clock.clone();
+    (move || tx.send(c.wall_time()).unwrap(), rx)
+}
+
+/// Every wall time sent so far.
+fn drain(rx: &Receiver<SystemTime>) -> Vec<String> {
+    rx.try_iter().map(show).collect()
+}
+
+/// Run `expr` in `zone` on a manual clock from `from` until `until` and
+/// return the wall times of its runs.
+fn runs(expr: &str, zone: &str, from: &str, until: &str) -> Vec<String> {
+    let (clock, pool) = pool_at(from);
+    let (f, rx) = ticker(&clock);
+    let repeat = Repeat::calendar(Calendar::new(expr, zone).unwrap());
+    let h = pool
+        .schedule_repeating(1, Duration::ZERO, repeat, f)
+        .unwrap();
+    let span = at(until).duration_since(at(from)).unwrap();
+    pool.advance(span).unwrap();
+    assert_eq!(h.missed(), 0, "{expr} in {zone}");
+    drain(&rx)
+}
+
+fn want(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| show(at(s))).collect()
+}
+
+#[test]
+fn new_york_spring_forward() {
+    assert_eq!(
+        runs(
+            "30 2 * * *",
+            "America/New_York",
+            "2026-03-07T00:00Z",
+            "2026-03-09T12:00Z"
+        ),
+        want(&[
+            "2026-03-07T07:30Z",
+            "2026-03-08T07:00Z",
+            "2026-03-09T06:30Z"
+        ])
+    );
+    assert_eq!(
+        runs(
+            "*/15 * * * *",
+            "America/New_York",
+            "2026-03-08T06:20Z",
+            "2026-03-08T07:20Z"
+        ),
+        want(&[
+            "2026-03-08T06:30Z",
+            "2026-03-08T06:45Z",
+            "2026-03-08T07:00Z",
+            "2026-03-08T07:15Z"
+        ])
+    );
+    assert_eq!(
+        runs(
+            "0 2,3 * * *",
+            "America/New_York",
+            "2026-03-08T00:00Z",
+            "2026-03-08T12:00Z"
+        ),
+        want(&["2026-03-08T07:00Z"])
+    );
+}
+
+#[test]
+fn new_york_fall_back() {
+    assert_eq!(
+        runs(
+            "30 1 * * *",
+            "America/New_York",
+            "2026-10-31T00:00Z",
+            "2026-11-02T12:00Z"
+        ),
+        want(&[
+            "2026-10-31T05:30Z",
+            "2026-11-01T05:30Z",
+            "2026-11-02T06:30Z"
+        ])
+    );
+    assert_eq!(
+        runs(
+            "*/15 * * * *",
+            "America/New_York",
+            "2026-11-01T05:20Z",
+            "2026-11-01T07:05Z"
+        ),
+        want(&[
+            "2026-11-01T05:30Z",
+            "2026-11-01T05:45Z",
+            "2026-11-01T06:00Z",
+            "2026-11-01T06:15Z",
+            "2026-11-01T06:30Z",
+            "2026-11-01T06:45Z",
+            "2026-11-01T07:00Z",
+        ])
+    );
+}
+
+#[test]
+fn berlin_both_transitions() {
+    assert_eq!(
+        runs(
+            "30 2 * * *",
+            "Europe/Berlin",
+            "2026-03-28T00:00Z",
+            "2026-03-30T12:00Z"
+        ),
+        want(&[
+            "2026-03-28T01:30Z",
+            "2026-03-29T01:00Z",
+            "2026-03-30T00:30Z"
+        ])
+    );
+    assert_eq!(
+        runs(
+            "30 2 * * *",
+            "Europe/Berlin",
+            "2026-10-24T00:00Z",
+            "2026-10-26T12:00Z"
+        ),
+        want(&[
+            "2026-10-24T00:30Z",
+            "2026-10-25T00:30Z",
+            "2026-10-26T01:30Z"
+        ])
+    );
+}
+
+#[test]
+fn sydney_both_transitions() {
+    assert_eq!(
+        runs(
+            "30 2 * * *",
+            "Australia/Sydney",
+            "2026-04-03T00:00Z",
+            "2026-04-05T20:00Z"
+        ),
+        want(&[
+            "2026-04-03T15:30Z",
+            "2026-04-04T15:30Z",
+            "2026-04-05T16:30Z"
+        ])
+    );
+    assert_eq!(
+        runs(
+            "30 2 * * *",
+            "Australia/Sydney",
+            "2026-10-02T00:00Z",
+            "2026-10-04T20:00Z"
+        ),
+        want(&[
+            "2026-10-02T16:30Z",
+            "2026-10-03T16:00Z",
+            "2026-10-04T15:30Z"
+        ])
+    );
+}
+
+#[test]
+fn lord_howe_half_hour_shifts() {
+    assert_eq!(
+        runs(
+            "45 1 * * *",
+            "Australia/Lord_Howe",
+            "2026-04-03T00:00Z",
+            "2026-04-05T20:00Z"
+        ),
+        want(&[
+            "2026-04-03T14:45Z",
+            "2026-04-04T14:45Z",
+            "2026-04-05T15:15Z"
+        ])
+    );
+    assert_eq!(
+        runs(
+            "*/15 * * * *",
+            "Australia/Lord_Howe",
+            "2026-04-04T14:20Z",
+            "2026-04-04T15:35Z"
+        ),
+        want(&[
+            "2026-04-04T14:30Z",
+            "2026-04-04T14:45Z",
+            "2026-04-04T15:00Z",
+            "2026-04-04T15:15Z",
+            "2026-04-04T15:30Z",
+        ])
+    );
+    assert_eq!(
+        runs(
+            "15 2 * * *",
+            "Australia/Lord_Howe",
+            "2026-10-02T00:00Z",
+            "2026-10-04T20:00Z"
+        ),
+        want(&[
+            "2026-10-02T15:45Z",
+            "2026-10-03T15:30Z",
+            "2026-10-04T15:15Z"
+        ])
+    );
+}
+
+#[test]
+fn santiago_missing_midnight() {
+    assert_eq!(
+        runs(
+            "@daily",
+            "America/Santiago",
+            "2026-09-05T00:00Z",
+            "2026-09-07T12:00Z"
+        ),
+        want(&[
+            "2026-09-05T04:00Z",
+            "2026-09-06T04:00Z",
+            "2026-09-07T03:00Z"
+        ])
+    );
+}
+
+#[test]
+fn leap_days() {
+    assert_eq!(
+        runs(
+            "0 12 29 2 *",
+            "America/New_York",
+            "2028-02-28T00:00Z",
+            "2028-03-01T00:00Z"
+        ),
+        want(&["2028-02-29T17:00Z"])
+    );
+    assert_eq!(
+        runs(
+            "0 0 L 2 *",
+            "America/New_York",
+            "2028-02-28T00:00Z",
+            "2028-03-01T00:00Z"
+        ),
+        want(&["2028-02-29T05:00Z"])
+    );
+    // In a common year the last day of February is the 28th, and the 29th
+    // is four years away.
+    assert_eq!(
+        runs(
+            "0 0 L 2 *",
+            "America/New_York",
+            "2027-02-27T00:00Z",
+            "2027-03-01T00:00Z"
+        ),
+        want(&["2027-02-28T05:00Z"])
+    );
+    let leap = Calendar::new("0 12 29 2 *", "America/New_York").unwrap();
+    assert_eq!(
+        show(leap.next_after(at("2028-03-01T00:00Z")).unwrap()),
+        show(at("2032-02-29T17:00Z"))
+    );
+}
+
+#[test]
+fn bad_expressions_and_zones_are_clear_errors() {
+    let e = Calendar::new("0 25 * * *", "Europe/Berlin").unwrap_err();
+    assert!(
+        matches!(&e, CalendarError::Expression { expression, .. } if expression == "0 25 * * *")
+    );
+    assert!(e.to_string().contains("0 25 * * *"), "{e}");
+    let e = Repeat::cron("0 9 * * MON-FRI", "Europe/Atlantis").unwrap_err();
+    assert!(matches!(&e, CalendarError::Zone { zone, .. } if zone == "Europe/Atlantis"));
+    assert!(e.to_string().contains("Europe/Atlantis"), "{e}");
+    // The error is a std error, so `?` carries it into `Box<dyn Error>`.
+    let boxed: Box<dyn std::error::Error> = e.into();
+    assert!(!boxed.to_string().is_empty());
+}
+
+/// A `*/15` task whose only worker is busy from 10:14 to 10:50 (the ticks
+/// of 10:15, 10:30 and 10:45 pass meanwhile): the wall times of its runs
+/// up to 11:05 and its missed ticks.
+fn busy(policy: MissedTicks) -> (Vec<String>, u64) {
+    let (clock, pool) = pool_at("2026-06-01T10:01Z");
+    let (f, rx) = ticker(&clock);
+    let repeat = Repeat::cron("*/15 * * * *", "UTC")
+        .unwrap()
+        .missed_ticks(policy);
+    let h = pool
+        .schedule_repeating(1, Duration::ZERO, repeat, f)
+        .unwrap();
+    let (started_tx, started_rx) = channel();
+    let (release_tx, release_rx) = channel::<()>();
+    pool.schedule(2, MIN * 13, move || {
+        started_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(BOUND);
+    })
+    .unwrap();
+    pool.advance(MIN * 12).unwrap();
+    clock.advance(MIN);
+    started_rx.recv_timeout(BOUND).expect("the blocker started");
+    clock.advance(MIN * 36);
+    assert_eq!(show(clock.wall_time()), show(at("2026-06-01T10:50Z")));
+    release_tx.send(()).unwrap();
+    pool.settle(BOUND).unwrap();
+    pool.advance(MIN * 15).unwrap();
+    (drain(&rx), h.missed())
+}
+
+#[test]
+fn a_tick_missed_while_busy_follows_each_policy() {
+    let late = "2026-06-01T10:50Z";
+    let (ran, missed) = busy(MissedTicks::Skip);
+    assert_eq!(ran, want(&[late, "2026-06-01T11:00Z"]));
+    assert_eq!(missed, 2);
+    let (ran, missed) = busy(MissedTicks::Burst);
+    assert_eq!(ran, want(&[late, late, late, "2026-06-01T11:00Z"]));
+    assert_eq!(missed, 0);
+    // A calendar has no period to shift by: `Delay` keeps to it as `Skip` does.
+    let (ran, missed) = busy(MissedTicks::Delay);
+    assert_eq!(ran, want(&[late, "2026-06-01T11:00Z"]));
+    assert_eq!(missed, 2);
+}
+
+#[test]
+fn cancel_and_replace_a_calendar_task() {
+    let (clock, pool) = pool_at("2026-06-01T08:59Z");
+    let (f, rx) = ticker(&clock);
+    let h = pool
+        .schedule_repeating(
+            7,
+            Duration::ZERO,
+            Repeat::cron("0 9 * * *", "UTC").unwrap(),
+            f,
+        )
+        .unwrap();
+    pool.advance(MIN * 2).unwrap();
+    assert_eq!(drain(&rx), want(&["2026-06-01T09:00Z"]));
+    assert!(h.cancel());
+    assert_eq!(h.wait_timeout(BOUND).unwrap(), Outcome::Cancelled);
+    assert!(!pool.is_pending(&7));
+
+    let (f, rx) = ticker(&clock);
+    let old = pool
+        .schedule_repeating(
+            7,
+            Duration::ZERO,
+            Repeat::cron("0 10 * * *", "UTC").unwrap(),
+            f,
+        )
+        .unwrap();
+    let (g, rx2) = ticker(&clock);
+    let new = pool
+        .schedule_repeating(
+            7,
+            Duration::ZERO,
+            Repeat::cron("30 9 * * *", "UTC").unwrap(),
+            g,
+        )
+        .unwrap();
+    assert_eq!(old.wait_timeout(BOUND).unwrap(), Outcome::Replaced);
+    pool.advance(MIN * 90).unwrap();
+    assert!(drain(&rx).is_empty(), "the replaced task never runs");
+    assert_eq!(drain(&rx2), want(&["2026-06-01T09:30Z"]));
+    assert_eq!(new.runs(), 1);
+    pool.shutdown();
+}
+
+#[test]
+fn a_wall_clock_stepped_back_neither_runs_early_nor_repeats_a_tick() {
+    let (clock, pool) = pool_at("2026-06-01T08:30Z");
+    let (f, rx) = ticker(&clock);
+    let h = pool
+        .schedule_repeating(
+            1,
+            Duration::ZERO,
+            Repeat::cron("0 9 * * *", "UTC").unwrap(),
+            f,
+        )
+        .unwrap();
+    // Back an hour before the tick: the monotonic deadline passes, the wall
+    // clock has not reached 09:00, nothing runs.
+    clock.set_wall_time(at("2026-06-01T07:30Z"));
+    pool.advance(MIN * 60).unwrap();
+    assert!(drain(&rx).is_empty());
+    pool.advance(MIN * 31).unwrap();
+    assert_eq!(drain(&rx), want(&["2026-06-01T09:00Z"]));
+    // Back two hours after the tick: 09:00 comes again on the wall clock,
+    // but that tick has run.
+    clock.set_wall_time(at("2026-06-01T07:01Z"));
+    pool.advance(MIN * 180).unwrap();
+    assert!(drain(&rx).is_empty());
+    pool.advance(Duration::from_secs(24 * 3600)).unwrap();
+    assert_eq!(drain(&rx), want(&["2026-06-02T09:00Z"]));
+    assert_eq!((h.runs(), h.missed()), (2, 0));
+}
+
+/// A `0 9 * * *` task whose wall clock jumps from 08:00 on the 1st to 10:30
+/// on the 4th (a resume from suspend, an NTP step): the runs within one
+/// recheck and its missed ticks.
+fn jump(policy: MissedTicks) -> (Vec<String>, u64) {
+    let (clock, pool) = pool_at("2026-06-01T08:00Z");
+    let (f, rx) = ticker(&clock);
+    let repeat = Repeat::cron("0 9 * * *", "UTC")
+        .unwrap()
+        .missed_ticks(policy);
+    let h = pool
+        .schedule_repeating(1, Duration::ZERO, repeat, f)
+        .unwrap();
+    pool.advance(MIN * 10).unwrap();
+    clock.set_wall_time(at("2026-06-04T10:30Z"));
+    pool.advance(MIN).unwrap();
+    (drain(&rx), h.missed())
+}
+
+#[test]
+fn a_wall_clock_jump_forward_is_seen_within_a_minute_and_caught_up_by_policy() {
+    let (ran, missed) = jump(MissedTicks::Skip);
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    let first = at(&ran[0]);
+    assert!(
+        first >= at("2026-06-04T10:30Z") && first <= at("2026-06-04T10:31Z"),
+        "{ran:?}"
+    );
+    assert_eq!(missed, 3, "the ticks of the 2nd, 3rd and 4th");
+    let (ran, missed) = jump(MissedTicks::Burst);
+    assert_eq!(
+        ran.len(),
+        4,
+        "the 1st's tick late, then the 2nd, 3rd and 4th: {ran:?}"
+    );
+    assert_eq!(missed, 0);
+}
+
+#[test]
+fn the_first_tick_is_the_first_at_or_after_first() {
+    let (clock, pool) = pool_at("2026-06-01T08:00Z");
+    let (f, rx) = ticker(&clock);
+    // Not before 09:30: the 09:00 tick is passed over, 10:00 is the first.
+    let h = pool
+        .schedule_repeating(1, MIN * 90, Repeat::cron("0 * * * *", "UTC").unwrap(), f)
+        .unwrap();
+    pool.advance(MIN * 150).unwrap();
+    assert_eq!(drain(&rx), want(&["2026-06-01T10:00Z"]));
+    assert_eq!(h.missed(), 0);
+}
+
+#[test]
+fn a_calendar_that_runs_out_completes() {
+    let (clock, pool) = pool_at("2030-12-31T23:00Z");
+    let (f, rx) = ticker(&clock);
+    let h = pool
+        .schedule_repeating(
+            1,
+            Duration::ZERO,
+            Repeat::cron("0 0 0 1 1 * 2031", "UTC").unwrap(),
+            f,
+        )
+        .unwrap();
+    pool.advance(MIN * 120).unwrap();
+    assert_eq!(drain(&rx), want(&["2031-01-01T00:00Z"]));
+    assert_eq!(h.wait_timeout(BOUND).unwrap(), Outcome::Completed(()));
+}
+
+#[test]
+fn a_dynamic_calendar_task_adds_a_run_and_resumes_its_calendar() {
+    let (clock, pool) = pool_at("2026-06-01T08:59Z");
+    let (tx, rx) = channel();
+    let c = clock.clone();
+    let mut first = true;
+    let h = pool
+        .schedule_dynamic(
+            1,
+            Duration::ZERO,
+            Repeat::cron("0 9 * * *", "UTC").unwrap(),
+            move || {
+                tx.send(c.wall_time()).unwrap();
+                match std::mem::take(&mut first) {
+                    true => Next::After(MIN * 10),
+                    false => Next::OnSchedule,
+                }
+            },
+        )
+        .unwrap();
+    pool.advance(Duration::from_secs(25 * 3600)).unwrap();
+    assert_eq!(
+        drain(&rx),
+        want(&[
+            "2026-06-01T09:00Z",
+            "2026-06-01T09:10Z",
+            "2026-06-02T09:00Z"
+        ])
+    );
+    assert_eq!(h.missed(), 0);
+}
+
+#[test]
+fn a_panicking_calendar_run_follows_the_panic_policy() {
+    let (clock, pool) = pool_at("2026-06-01T08:59Z");
+    let (tx, rx) = channel();
+    let c = clock.clone();
+    let repeat = Repeat::cron("0 9 * * *", "UTC")
+        .unwrap()
+        .on_panic(OnPanic::Continue);
+    let h = pool
+        .schedule_repeating(1, Duration::ZERO, repeat, move || {
+            tx.send(c.wall_time()).unwrap();
+            panic!("report failed");
+        })
+        .unwrap();
+    pool.advance(Duration::from_secs(25 * 3600)).unwrap();
+    assert_eq!(
+        drain(&rx),
+        want(&["2026-06-01T09:00Z", "2026-06-02T09:00Z"])
+    );
+    assert_eq!(h.panics(), 2);
+    let stop = Repeat::cron("0 9 * * *", "UTC").unwrap();
+    let h = pool
+        .schedule_repeating(2, Duration::ZERO, stop, || panic!("report failed"))
+        .unwrap();
+    pool.advance(Duration::from_secs(24 * 3600)).unwrap();
+    assert_eq!(
+        h.wait_timeout(BOUND).unwrap(),
+        Outcome::Panicked("report failed".to_string())
+    );
+}

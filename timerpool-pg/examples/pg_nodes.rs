@@ -7,6 +7,12 @@
 //! cargo run --release -p timerpool-pg --example pg_nodes [-- --tasks N --seconds S]
 //! ```
 //!
+//! With `--cron EXPR --calendar NAME`, `node` mode also holds the calendar
+//! schedule NAME (EXPR in UTC, handler `tick`, every missed tick
+//! backfilled), registering it at start-up as every node of a crontab
+//! does; its ticks are recorded in `runs` like the tasks
+//! (`tests/pg_calendar.rs`).
+//!
 //! `demo` (the default) starts three copies of itself in `node` mode,
 //! schedules keyed timeouts, replaces and cancels some, kills one node with
 //! SIGKILL halfway and prints every task's outcome, the runs per node and
@@ -18,7 +24,10 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use timerpool_pg::{NewTask, Node, Queue};
+use timerpool_pg::{
+    tick_handler, Backfill, CalendarSchedule, HandlerResult, Job, NewTask, Node, Queue,
+    ScheduleKeeper, MAX_BACKFILL,
+};
 
 /// Command-line settings of both modes.
 #[derive(Debug, Clone)]
@@ -31,6 +40,8 @@ struct Args {
     work_ms: u64,
     tasks: usize,
     seconds: u64,
+    cron: Option<String>,
+    calendar: String,
 }
 
 fn args() -> Args {
@@ -43,6 +54,8 @@ fn args() -> Args {
         work_ms: 20,
         tasks: 600,
         seconds: 4,
+        cron: None,
+        calendar: "ticks".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -56,6 +69,8 @@ fn args() -> Args {
             "--work-ms" => a.work_ms = val().parse().expect("--work-ms N"),
             "--tasks" => a.tasks = val().parse().expect("--tasks N"),
             "--seconds" => a.seconds = val().parse().expect("--seconds N"),
+            "--cron" => a.cron = Some(val()),
+            "--calendar" => a.calendar = val(),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -69,36 +84,57 @@ fn config() -> postgres::Config {
         .expect("TIMERPOOL_PG_URL is a connection string")
 }
 
-/// Node mode: every run is written to `runs` when it starts (so runs on a
+/// A handler that writes every run to `runs` when it starts (so runs on a
 /// node that is killed later are on record), then takes `work_ms`.
-fn node(a: &Args) {
+fn recording(
+    a: &Args,
+    me: std::sync::Arc<std::sync::OnceLock<String>>,
+) -> impl Fn(&Job) -> HandlerResult + Send + Sync + 'static {
     let runs_sql = format!(
         "INSERT INTO {}.runs (id, attempt, node) VALUES ($1, $2, $3)",
         a.schema
     );
     let pool = std::sync::Mutex::new(Vec::<postgres::Client>::new());
-    let id_cell = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
-    let me = id_cell.clone();
     let work = Duration::from_millis(a.work_ms);
+    move |job| {
+        let popped = pool.lock().unwrap().pop();
+        let mut c = match popped {
+            Some(c) => c,
+            None => config().connect(postgres::NoTls)?,
+        };
+        let node = me.get().map_or("", String::as_str);
+        c.execute(&runs_sql, &[&job.id(), &(job.attempt() as i32), &node])?;
+        pool.lock().unwrap().push(c);
+        std::thread::sleep(work);
+        Ok(())
+    }
+}
+
+/// Node mode: runs tasks (and, with `--cron`, the calendar's ticks) with
+/// [`recording`] handlers.
+fn node(a: &Args) {
+    let id_cell = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let queue = Queue::new(&a.schema, &a.queue).expect("queue");
     let node = Node::builder(config(), &a.queue)
         .schema(&a.schema)
         .workers(a.workers)
         .lease(Duration::from_millis(a.lease_ms))
-        .handler("offer-timeout", move |job| {
-            let popped = pool.lock().unwrap().pop();
-            let mut c = match popped {
-                Some(c) => c,
-                None => config().connect(postgres::NoTls)?,
-            };
-            let node = me.get().map_or("", String::as_str);
-            c.execute(&runs_sql, &[&job.id(), &(job.attempt() as i32), &node])?;
-            pool.lock().unwrap().push(c);
-            std::thread::sleep(work);
-            Ok(())
-        })
+        .handler("offer-timeout", recording(a, id_cell.clone()))
+        .handler(
+            "tick",
+            tick_handler(config(), queue.clone(), recording(a, id_cell.clone())),
+        )
         .start()
         .expect("start node");
     id_cell.set(node.id().to_string()).expect("set once");
+    // Start-up registration, and a periodic top-up beside the ticks' own.
+    let _keeper = a.cron.as_ref().map(|cron| {
+        let mut c = config().connect(postgres::NoTls).expect("connect");
+        let s = CalendarSchedule::new(&a.calendar, cron, "UTC", "tick")
+            .backfill(Backfill::All(MAX_BACKFILL));
+        queue.register_schedule(&mut c, &s).expect("register");
+        ScheduleKeeper::start(config(), queue.clone(), Duration::from_secs(1)).expect("keeper")
+    });
     println!("ready {}", node.id());
     std::io::stdout().flush().expect("flush");
     let mut sink = Vec::new();

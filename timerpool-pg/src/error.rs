@@ -52,6 +52,9 @@ pub enum Error {
     },
     /// The operating system refused to start a node thread.
     Spawn(String),
+    /// A calendar schedule's cron expression or time zone was refused
+    /// (at registration, or when a stored schedule is read back).
+    Calendar(timerpool::CalendarError),
 }
 
 impl fmt::Display for Error {
@@ -76,6 +79,7 @@ impl fmt::Display for Error {
                 "schema version {found} is newer than the newest this crate knows ({known})"
             ),
             Error::Spawn(why) => write!(f, "could not start a node thread: {why}"),
+            Error::Calendar(e) => write!(f, "calendar schedule: {e}"),
         }
     }
 }
@@ -84,6 +88,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Unreachable(e) | Error::Db(e) => Some(e),
+            Error::Calendar(e) => Some(e),
             _ => None,
         }
     }

@@ -78,6 +78,7 @@
 #[doc = include_str!("../docs/durable.md")]
 pub mod guide {}
 
+mod calendar;
 mod connect;
 mod error;
 mod leader;
@@ -97,6 +98,10 @@ mod worker;
 /// version.
 pub use postgres;
 
+pub use calendar::{
+    parse_tick_key, tick_handler, tick_key, Backfill, CalendarSchedule, Registered, ScheduleInfo,
+    ScheduleKeeper, TopUp, MAX_BACKFILL,
+};
 pub use error::Error;
 pub use names::{MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES};
 pub use node::{Node, NodeBuilder};

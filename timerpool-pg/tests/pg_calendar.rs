@@ -466,10 +466,11 @@ impl Drop for Procs {
 
 const PROCS: &str = "t_cal_procs";
 
-fn spawn_node() -> (Child, String) {
+/// A node process whose handler takes `work_ms` per tick.
+fn spawn_node(work_ms: u64) -> (Child, String) {
     let mut child = Command::new(example())
         .args(["node", "--schema", PROCS, "--queue", "q", "--workers", "2"])
-        .args(["--lease-ms", "1000", "--work-ms", "300"])
+        .args(["--lease-ms", "1000", "--work-ms", &work_ms.to_string()])
         .args(["--cron", EVERY_SECOND, "--calendar", "every"])
         .env("TIMERPOOL_PG_URL", url())
         .stdin(Stdio::piped())
@@ -492,13 +493,15 @@ fn three_processes_run_each_tick_once_with_one_killed() {
                                     at timestamptz DEFAULT clock_timestamp())"
     ))
     .unwrap();
-    let mut procs = Procs((0..3).map(|_| spawn_node()).collect());
+    // The first node's ticks take long enough that it is surely still
+    // running the one it is seen running when it is killed.
+    let mut procs = Procs([5000, 200, 200].into_iter().map(spawn_node).collect());
     let victim = procs.0[0].1.clone();
     let before = 4;
     assert!(wait_until(LONG, || ticks(&mut c, &q, "every").len() >= before));
     // Kill the first node while it runs a tick.
     let owned = format!(
-        "SELECT key FROM {PROCS}.tasks WHERE owner = $1 AND state = 'running' AND key LIKE 'cron:%'"
+        "SELECT key FROM {PROCS}.tasks WHERE owner = $1 AND state = 'running' AND key LIKE 'cron:%' LIMIT 1"
     );
     let mut held = None;
     assert!(

@@ -781,9 +781,11 @@ impl Queue {
 /// Wraps the handler `f` of a calendar schedule's ticks: when a tick
 /// starts, before `f` runs, the next tick is enqueued
 /// ([`Queue::top_up_schedule`] on `queue` over a connection of its own,
-/// made from `config`). If that fails, the attempt fails without running
-/// `f` and is retried. A task of the same handler whose key is not a
-/// tick's runs `f` alone.
+/// made from `config`). If the database fails, the attempt fails without
+/// running `f` and is retried; if this node's calendar refuses the stored
+/// expression or zone, `f` runs and the next tick is left to nodes that
+/// can compute it. A task of the same handler whose key is not a tick's
+/// runs `f` alone.
 ///
 /// Because the next tick is enqueued when a tick starts, a slow handler
 /// delays no tick; ticks of one schedule may then overlap.
@@ -821,10 +823,19 @@ where
                 Some(c) if !c.is_closed() => c,
                 _ => connect(&config)?,
             };
-            queue.top_up_schedule(&mut client, name).map_err(|e| {
-                format!("the next tick of schedule {name:?} could not be enqueued: {e}")
-            })?;
-            *slot = Some(client);
+            match queue.top_up_schedule(&mut client, name) {
+                Ok(_) => *slot = Some(client),
+                // This node's calendar refuses the stored expression or
+                // zone (older time-zone data): the tick, enqueued by a
+                // node that could compute it, still runs.
+                Err(Error::Calendar(_)) => *slot = Some(client),
+                Err(e) => {
+                    return Err(format!(
+                        "the next tick of schedule {name:?} could not be enqueued: {e}"
+                    )
+                    .into())
+                }
+            }
         }
         f(job)
     }

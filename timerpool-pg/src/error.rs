@@ -25,7 +25,8 @@ pub enum Error {
     /// A name (queue, handler or key) that is empty where it may not be,
     /// too long, or holds a NUL byte, which PostgreSQL text cannot store.
     InvalidName {
-        /// Which name: `"queue"`, `"handler"`, `"key"` or `"schema"`.
+        /// Which name: `"queue"`, `"handler"`, `"key"`, `"schema"` or
+        /// `"schedule"` (a calendar schedule's).
         what: &'static str,
         /// Why it was refused.
         why: String,

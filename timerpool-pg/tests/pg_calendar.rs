@@ -309,6 +309,12 @@ fn the_high_water_mark_refuses_old_ticks_and_bad_input_is_refused() {
         Err(Error::InvalidConfig(_))
     ));
     assert!(!q.offer_tick(&mut c, "nobody", p).unwrap());
+    // A cancelled tick is skipped: the top-up enqueues a later one.
+    assert!(q.cancel(&mut c, &tick_key("g", p + sec)).unwrap());
+    let t = q.top_up_schedule(&mut c, "g").unwrap().unwrap();
+    assert!(t > p + sec);
+    assert_eq!(q.due_of(&mut c, &tick_key("g", t)).unwrap(), Some(t));
+    assert_eq!(live_ticks(&mut c, &q, "g"), (1, 0));
 
     let bad = |s: CalendarSchedule| q.register_schedule(&mut client(), &s).unwrap_err();
     let e = bad(CalendarSchedule::new("x", "61 * * * *", "UTC", "tick"));

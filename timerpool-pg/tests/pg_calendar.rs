@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use timerpool::Calendar;
 use timerpool_pg::{
     parse_tick_key, tick_handler, tick_key, Backfill, CalendarSchedule, Error, Node, Queue,
-    MAX_BACKFILL,
+    ScheduleKeeper, MAX_BACKFILL,
 };
 
 const LONG: Duration = Duration::from_secs(30);
@@ -174,6 +174,41 @@ fn ticks_run_once_each_in_order_keyed_per_instant() {
         .map(|t| t.0.clone())
         .collect();
     assert_eq!(runs, completed, "each tick ran once, in order");
+}
+
+#[test]
+fn the_keeper_alone_keeps_a_schedule_going() {
+    let (mut c, q) = queue("t_cal_keeper");
+    // A handler without `tick_handler`: only the keeper enqueues ticks.
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let seen = runs.clone();
+    let n = Node::builder(config(), q.name())
+        .schema(q.schema())
+        .workers(1)
+        .handler("tick", move |job| {
+            seen.lock().unwrap().push(job.key().to_string());
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    let s = CalendarSchedule::new("kept", EVERY_SECOND, "UTC", "tick").backfill(Backfill::All(10));
+    q.register_schedule(&mut c, &s).unwrap();
+    let keeper = ScheduleKeeper::start(config(), q.clone(), Duration::from_millis(100)).unwrap();
+    let want = 3;
+    assert!(wait_until(LONG, || ticks(&mut c, &q, "kept").len() >= want));
+    keeper.stop();
+    assert!(q.remove_schedule(&mut c, "kept").unwrap());
+    assert!(wait_until(LONG, || live_ticks(&mut c, &q, "kept") == (0, 0)));
+    n.shutdown();
+    let done = ticks(&mut c, &q, "kept");
+    assert_consecutive(&Calendar::new(EVERY_SECOND, "UTC").unwrap(), "kept", &done);
+    let completed = done.iter().filter(|t| t.1 == "completed").count();
+    assert!(completed >= want, "{done:?}");
+    assert_eq!(runs.lock().unwrap().len(), completed);
+    assert!(matches!(
+        ScheduleKeeper::start(config(), q.clone(), Duration::ZERO),
+        Err(Error::InvalidConfig(_))
+    ));
 }
 
 #[test]

@@ -8,6 +8,12 @@
 //! cargo run --release -p timerpool-pg --features tokio --example pg_nodes -- --async
 //! ```
 //!
+//! With `--cron EXPR --calendar NAME`, `node` mode also holds the calendar
+//! schedule NAME (EXPR in UTC, handler `tick`, every missed tick
+//! backfilled), registering it at start-up as every node of a crontab
+//! does; its ticks are recorded in `runs` like the tasks
+//! (`tests/pg_calendar.rs`).
+//!
 //! `demo` (the default) starts three copies of itself in `node` mode,
 //! schedules keyed timeouts, replaces and cancels some, kills one node with
 //! SIGKILL halfway and prints every task's outcome, the runs per node and
@@ -22,7 +28,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timerpool_pg::{HandlerResult, Job, NewTask, Node, NodeStats, Queue};
+use timerpool_pg::{
+    tick_handler, Backfill, CalendarSchedule, HandlerResult, Job, NewTask, Node, NodeStats, Queue,
+    ScheduleKeeper, MAX_BACKFILL,
+};
 
 /// Command-line settings of both modes.
 #[derive(Debug, Clone)]
@@ -37,6 +46,10 @@ struct Args {
     seconds: u64,
     /// Node mode runs an `AsyncNode`.
     async_node: bool,
+    /// Node mode holds this calendar schedule (a cron expression in UTC).
+    cron: Option<String>,
+    /// The calendar schedule's name.
+    calendar: String,
 }
 
 fn args() -> Args {
@@ -50,6 +63,8 @@ fn args() -> Args {
         tasks: 600,
         seconds: 4,
         async_node: false,
+        cron: None,
+        calendar: "ticks".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -64,6 +79,8 @@ fn args() -> Args {
             "--tasks" => a.tasks = val().parse().expect("--tasks N"),
             "--seconds" => a.seconds = val().parse().expect("--seconds N"),
             "--async" => a.async_node = true,
+            "--cron" => a.cron = Some(val()),
+            "--calendar" => a.calendar = val(),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -127,9 +144,15 @@ fn node(a: &Args) {
         Ok(())
     });
     let work = Duration::from_millis(a.work_ms);
+    let queue = Queue::new(&a.schema, &a.queue).expect("queue");
     let node = if a.async_node {
+        if a.cron.is_some() {
+            eprintln!("--cron runs on a blocking node: leave out --async");
+            std::process::exit(2);
+        }
         start_async(a, record, work)
     } else {
+        let tick = record.clone();
         let n = Node::builder(config(), &a.queue)
             .schema(&a.schema)
             .workers(a.workers)
@@ -139,11 +162,27 @@ fn node(a: &Args) {
                 std::thread::sleep(work);
                 Ok(())
             })
+            .handler(
+                "tick",
+                tick_handler(config(), queue.clone(), move |job: &Job| {
+                    tick(job)?;
+                    std::thread::sleep(work);
+                    Ok(())
+                }),
+            )
             .start()
             .expect("start node");
         Running::Blocking(n)
     };
     id_cell.set(node.id().to_string()).expect("set once");
+    // Start-up registration, and a periodic top-up beside the ticks' own.
+    let _keeper = a.cron.as_ref().map(|cron| {
+        let mut c = config().connect(postgres::NoTls).expect("connect");
+        let s = CalendarSchedule::new(&a.calendar, cron, "UTC", "tick")
+            .backfill(Backfill::All(MAX_BACKFILL));
+        queue.register_schedule(&mut c, &s).expect("register");
+        ScheduleKeeper::start(config(), queue.clone(), Duration::from_secs(1)).expect("keeper")
+    });
     println!("ready {}", node.id());
     std::io::stdout().flush().expect("flush");
     let mut sink = Vec::new();

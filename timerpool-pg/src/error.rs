@@ -25,7 +25,8 @@ pub enum Error {
     /// A name (queue, handler or key) that is empty where it may not be,
     /// too long, or holds a NUL byte, which PostgreSQL text cannot store.
     InvalidName {
-        /// Which name: `"queue"`, `"handler"`, `"key"` or `"schema"`.
+        /// Which name: `"queue"`, `"handler"`, `"key"`, `"schema"` or
+        /// `"schedule"` (a calendar schedule's).
         what: &'static str,
         /// Why it was refused.
         why: String,
@@ -62,6 +63,9 @@ pub enum Error {
     },
     /// The operating system refused to start a node thread.
     Spawn(String),
+    /// A calendar schedule's cron expression or time zone was refused
+    /// (at registration, or when a stored schedule is read back).
+    Calendar(timerpool::CalendarError),
 }
 
 impl fmt::Display for Error {
@@ -89,6 +93,7 @@ impl fmt::Display for Error {
             #[cfg(feature = "sqlx")]
             Error::Sqlx(e) => write!(f, "database error: {e}"),
             Error::Unexpected(what) => write!(f, "unexpected answer from the database: {what}"),
+            Error::Calendar(e) => write!(f, "calendar schedule: {e}"),
         }
     }
 }
@@ -99,6 +104,7 @@ impl std::error::Error for Error {
             Error::Unreachable(e) | Error::Db(e) => Some(e),
             #[cfg(feature = "sqlx")]
             Error::Sqlx(e) => Some(e),
+            Error::Calendar(e) => Some(e),
             _ => None,
         }
     }

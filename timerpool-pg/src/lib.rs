@@ -93,6 +93,7 @@ pub mod guide {}
 pub mod admin;
 #[cfg(feature = "tokio")]
 mod async_node;
+mod calendar;
 mod connect;
 mod error;
 mod leader;
@@ -133,6 +134,10 @@ pub use sqlx;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
 pub use tokio_postgres;
 
+pub use calendar::{
+    parse_tick_key, tick_handler, tick_key, Backfill, CalendarSchedule, Registered, ScheduleInfo,
+    ScheduleKeeper, TopUp, MAX_BACKFILL,
+};
 pub use error::Error;
 pub use names::{MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES};
 pub use node::{Node, NodeBuilder};

@@ -39,11 +39,16 @@ const MIGRATIONS: &[Migration] = &[
         breaking: false,
         sql: include_str!("migrations/0002.sql"),
     },
+    Migration {
+        version: 3,
+        breaking: false,
+        sql: include_str!("migrations/0003.sql"),
+    },
 ];
 
 /// The newest schema version this crate installs (one row per applied
 /// migration in `<schema>.migrations`).
-pub const VERSION: i32 = 2;
+pub const VERSION: i32 = 3;
 
 /// Creates the schema or brings it up to [`VERSION`]; safe to call from any
 /// number of processes at once, and a no-op when the schema is current.

@@ -390,8 +390,8 @@ fn upgrading_a_version_1_schema_keeps_its_pending_tasks_and_they_fire() {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(versions, [(1, true), (2, false)]);
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(versions, [(1, true), (2, false), (3, false)]);
+    assert_eq!(SCHEMA_VERSION, 3);
     let meta: i32 = c
         .query_one(&format!("SELECT version FROM {schema}.meta"), &[])
         .unwrap()

@@ -137,11 +137,13 @@ fn migrate_installs_an_empty_schema_then_status_says_up_to_date() {
     let j = j.json();
     assert_eq!(j["installed"], false);
     assert_eq!(j["up_to_date"], false);
-    assert_eq!(j["outstanding"], serde_json::json!([1, 2]));
+    // Every migration this crate knows, oldest first.
+    let all: Vec<i32> = (1..=timerpool_pg::SCHEMA_VERSION).collect();
+    assert_eq!(j["outstanding"], serde_json::json!(all));
 
     let m = cli(schema, &["--json", "migrate"]);
     assert_eq!(m.code, 0, "{m:?}");
-    assert_eq!(m.json()["applied"], serde_json::json!([1, 2]));
+    assert_eq!(m.json()["applied"], serde_json::json!(all));
     assert!(schema_exists(&mut c, schema));
 
     let after = cli(schema, &["status"]);
@@ -150,7 +152,7 @@ fn migrate_installs_an_empty_schema_then_status_says_up_to_date() {
     let j = cli(schema, &["status", "--json"]).json();
     assert_eq!(j["up_to_date"], true);
     assert_eq!(j["version"], timerpool_pg::SCHEMA_VERSION);
-    assert_eq!(j["applied"].as_array().unwrap().len(), 2);
+    assert_eq!(j["applied"].as_array().unwrap().len(), all.len());
     assert!(j["applied"][0]["applied"].is_string());
 
     let again = cli(schema, &["migrate"]);
@@ -189,16 +191,20 @@ fn print_shows_the_sql_and_changes_nothing_and_psql_can_run_it() {
     assert_eq!(none["sql"], "");
     assert_eq!(none["outstanding"], serde_json::json!([]));
 
-    // One migration outstanding: only it is printed.
+    // The newest migration outstanding: only it is printed.
+    let newest = timerpool_pg::SCHEMA_VERSION;
     c.batch_execute(&format!(
-        "DELETE FROM {schema}.migrations WHERE version = 2"
+        "DELETE FROM {schema}.migrations WHERE version = {newest}"
     ))
     .unwrap();
     let st = cli(schema, &["status", "--json"]);
     assert_eq!(st.code, 3);
-    assert_eq!(st.json()["outstanding"], serde_json::json!([2]));
+    assert_eq!(st.json()["outstanding"], serde_json::json!([newest]));
     let p = cli(schema, &["migrate", "--print"]);
-    assert!(p.out.contains("-- migration 2") && !p.out.contains("-- migration 1"));
+    assert!(
+        p.out.contains(&format!("-- migration {newest}"))
+            && !p.out.contains(&format!("-- migration {}", newest - 1))
+    );
     assert_eq!(cli(schema, &["status"]).code, 3, "--print changed nothing");
     let (ok, err) = psql(&p.out);
     assert!(ok, "{err}");

@@ -8,16 +8,15 @@
 //! Every copy registers the schedule at start-up (idempotent: the same
 //! definition changes nothing) and prints the schedules with their next
 //! tick; without `--run` it then exits. With `--run` it also runs a node
-//! whose handler writes the report, and a keeper that tops the schedule up
-//! every 30 s, until its standard input closes (Ctrl-D). The database is
+//! whose handler writes the report (the node also tops the schedule up at
+//! each safety re-check, should a tick be cancelled or lost), until its
+//! standard input closes (Ctrl-D). The database is
 //! `TIMERPOOL_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
 //! schema `timerpool_example`.
 
 use std::io::Read;
 use std::time::{Duration, SystemTime};
-use timerpool_pg::{
-    parse_tick_key, tick_handler, Backfill, CalendarSchedule, Node, Queue, ScheduleKeeper,
-};
+use timerpool_pg::{parse_tick_key, tick_handler, Backfill, CalendarSchedule, Node, Queue};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut zone = "Europe/Berlin".to_string();
@@ -90,11 +89,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     if let Some(node) = node {
-        let keeper = ScheduleKeeper::start(config, reports, Duration::from_secs(30))?;
         println!("running; close standard input (Ctrl-D) to stop");
         let mut sink = Vec::new();
         std::io::stdin().read_to_end(&mut sink)?;
-        keeper.stop();
         node.shutdown();
     }
     Ok(())

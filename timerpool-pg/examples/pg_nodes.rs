@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timerpool_pg::{
     tick_handler, Backfill, CalendarSchedule, HandlerResult, Job, NewTask, Node, NodeStats, Queue,
-    ScheduleKeeper, MAX_BACKFILL,
+    MAX_BACKFILL,
 };
 
 /// Command-line settings of both modes.
@@ -153,10 +153,19 @@ fn node(a: &Args) {
         start_async(a, record, work)
     } else {
         let tick = record.clone();
+        let lease = Duration::from_millis(a.lease_ms);
+        // A calendar node tops its schedule up once per lease, so a lost
+        // tick is replaced about as soon as a lost claim is taken over.
+        let recheck = if a.cron.is_some() {
+            lease
+        } else {
+            Duration::from_secs(30)
+        };
         let n = Node::builder(config(), &a.queue)
             .schema(&a.schema)
             .workers(a.workers)
-            .lease(Duration::from_millis(a.lease_ms))
+            .lease(lease)
+            .safety_recheck(recheck)
             .handler("offer-timeout", move |job| {
                 record(job)?;
                 std::thread::sleep(work);
@@ -175,14 +184,14 @@ fn node(a: &Args) {
         Running::Blocking(n)
     };
     id_cell.set(node.id().to_string()).expect("set once");
-    // Start-up registration, and a periodic top-up beside the ticks' own.
-    let _keeper = a.cron.as_ref().map(|cron| {
+    // Start-up registration; the node tops the schedule up at each safety
+    // re-check beside the ticks' own top-up.
+    if let Some(cron) = &a.cron {
         let mut c = config().connect(postgres::NoTls).expect("connect");
         let s = CalendarSchedule::new(&a.calendar, cron, "UTC", "tick")
             .backfill(Backfill::All(MAX_BACKFILL));
         queue.register_schedule(&mut c, &s).expect("register");
-        ScheduleKeeper::start(config(), queue.clone(), Duration::from_secs(1)).expect("keeper")
-    });
+    }
     println!("ready {}", node.id());
     std::io::stdout().flush().expect("flush");
     let mut sink = Vec::new();

@@ -126,7 +126,11 @@ impl AsyncNodeBuilder {
     }
 
     /// The longest the leader waits without asking the database (default
-    /// 30 s), as [`NodeBuilder::safety_recheck`].
+    /// 30 s), and the period of the node's calendar top-up, as
+    /// [`NodeBuilder::safety_recheck`]. An async handler has no
+    /// [`tick_handler`](crate::tick_handler) wrapper, so this top-up is what
+    /// enqueues each next tick of a calendar schedule whose ticks only
+    /// async nodes run: keep the period shorter than the schedule's.
     pub fn safety_recheck(mut self, every: Duration) -> Self {
         self.inner = self.inner.safety_recheck(every);
         self

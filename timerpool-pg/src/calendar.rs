@@ -16,11 +16,8 @@
 use crate::connect::harden;
 use crate::names::{check_key, check_name, check_payload};
 use crate::{Error, HandlerResult, Job, NewTask, Queue};
-use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use postgres::{Client, GenericClient, Transaction};
-use std::fmt;
-use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use timerpool::Calendar;
 
@@ -196,16 +193,6 @@ pub struct Registered {
     pub next_tick: Option<SystemTime>,
 }
 
-/// What [`Queue::top_up_schedules`] did.
-#[derive(Debug, Default)]
-pub struct TopUp {
-    /// Schedules that have a pending tick now, with its due time.
-    pub pending: Vec<(String, SystemTime)>,
-    /// Schedules whose top-up failed, with the reason (a database error, or
-    /// a stored expression or zone this node's calendar refuses).
-    pub failed: Vec<(String, Error)>,
-}
-
 /// The key of `name`'s tick at `tick`: `cron:<name>:<unix seconds>`.
 ///
 /// # Examples
@@ -362,8 +349,10 @@ impl Queue {
     /// as [`top_up_schedule`](Queue::top_up_schedule) does, which applies
     /// the backfill policy after an outage.
     ///
-    /// Its ticks run only on nodes whose handler for `s`'s handler name is
-    /// wrapped in [`tick_handler`], which enqueues each next tick.
+    /// Its ticks run on the queue's nodes. Wrap their handler for `s`'s
+    /// handler name in [`tick_handler`], which enqueues each next tick as
+    /// a tick starts; without it, the next tick waits for the nodes'
+    /// periodic top-up (at each safety re-check).
     ///
     /// # Errors
     ///
@@ -548,9 +537,12 @@ impl Queue {
     /// tick's due time; `None` if the schedule does not exist or its
     /// calendar has no tick left.
     ///
-    /// [`tick_handler`] calls it when a tick starts, registration when a
-    /// node starts, and [`ScheduleKeeper`] periodically; whichever runs
-    /// first enqueues, the others find the tick pending.
+    /// [`tick_handler`] calls it when a tick starts, registration when it
+    /// is called, and every node of the queue ([`Node`](crate::Node) and
+    /// `AsyncNode`) for each schedule without a live pending tick when it
+    /// starts and at each safety re-check
+    /// ([`NodeBuilder::safety_recheck`](crate::NodeBuilder::safety_recheck));
+    /// whichever runs first enqueues, the others find the tick pending.
     ///
     /// # Errors
     ///
@@ -573,34 +565,36 @@ impl Queue {
         Ok(due)
     }
 
-    /// [`top_up_schedule`](Queue::top_up_schedule) for every schedule of
-    /// this queue, each in its own transaction; one that fails does not
-    /// stop the others.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Db`] if the schedules cannot be listed.
-    pub fn top_up_schedules<C: GenericClient>(&self, client: &mut C) -> Result<TopUp, Error> {
+    /// Tops up the schedules of this queue that have no live pending tick
+    /// (none, or one past its expiry), each in its own transaction; one
+    /// that fails does not stop the others, and is tried again at the next
+    /// call. A node calls it when it starts and at every safety re-check;
+    /// when every schedule has its tick, that is one query.
+    pub(crate) fn top_up_stalled(&self, client: &mut Client) -> Result<(), Error> {
+        let s = self.schema();
         let names: Vec<String> = client
             .query(
                 &format!(
-                    "SELECT name FROM {}.calendars WHERE queue = $1 ORDER BY name",
-                    self.schema()
+                    "SELECT c.name FROM {s}.calendars c
+                     WHERE c.queue = $1 AND NOT EXISTS (
+                         SELECT 1 FROM {s}.tasks t
+                         WHERE t.queue = c.queue AND t.state = 'pending'
+                           AND t.key = '{PREFIX}' || c.name || ':'
+                                       || floor(extract(epoch FROM c.last_tick))::int8::text
+                           AND (t.expires IS NULL OR t.expires >= clock_timestamp()))
+                     ORDER BY c.name"
                 ),
                 &[&self.name()],
             )?
             .iter()
             .map(|r| r.get(0))
             .collect();
-        let mut out = TopUp::default();
         for name in names {
-            match self.top_up_schedule(client, &name) {
-                Ok(Some(due)) => out.pending.push((name, due)),
-                Ok(None) => {}
-                Err(e) => out.failed.push((name, e)),
-            }
+            // A schedule this node's calendar refuses, or a statement that
+            // failed, is left to the next call or to another node.
+            let _ = self.top_up_schedule(client, &name);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The gated insert on its own: enqueues `name`'s tick at `tick` iff
@@ -849,102 +843,6 @@ fn connect(config: &postgres::Config) -> Result<Client, Error> {
         .map_err(Error::Unreachable)?;
     c.batch_execute("SET statement_timeout = '10s'; SET lock_timeout = '10s'")?;
     Ok(c)
-}
-
-/// Tops up every calendar schedule of a queue periodically on a thread of
-/// its own (a tick whose node died before enqueuing the next, or one that
-/// expired unrun, leaves its schedule without a pending tick until a
-/// top-up). Stops when dropped.
-///
-/// # Examples
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use timerpool_pg::{Queue, ScheduleKeeper};
-///
-/// let config: postgres::Config = "postgres://postgres@127.0.0.1/test".parse()?;
-/// let keeper = ScheduleKeeper::start(config, Queue::new("timerpool", "reports")?, Duration::from_secs(30))?;
-/// // ... run the node ...
-/// keeper.stop();
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub struct ScheduleKeeper {
-    stop: Option<Sender<()>>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl fmt::Debug for ScheduleKeeper {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ScheduleKeeper").finish_non_exhaustive()
-    }
-}
-
-impl ScheduleKeeper {
-    /// Starts the thread: a top-up of every schedule of `queue` at once,
-    /// then every `every` (at least 10 ms). A failed round is retried at
-    /// the next one, over a new connection.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] for a period under 10 ms, [`Error::Spawn`]
-    /// if the thread cannot start.
-    pub fn start(
-        config: postgres::Config,
-        queue: Queue,
-        every: Duration,
-    ) -> Result<ScheduleKeeper, Error> {
-        if every < Duration::from_millis(10) {
-            return Err(Error::InvalidConfig(format!(
-                "the top-up period must be at least 10 ms, got {every:?}"
-            )));
-        }
-        let config = harden(config, "timerpool calendar keeper");
-        let (tx, rx) = bounded::<()>(1);
-        let thread = thread::Builder::new()
-            .name("timerpool-pg-calendar".into())
-            .spawn(move || {
-                let mut client: Option<Client> = None;
-                loop {
-                    let c = match client.take() {
-                        Some(c) if !c.is_closed() => Ok(c),
-                        _ => connect(&config),
-                    };
-                    if let Ok(mut c) = c {
-                        if queue.top_up_schedules(&mut c).is_ok() {
-                            client = Some(c);
-                        }
-                    }
-                    match rx.recv_timeout(every) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        _ => return,
-                    }
-                }
-            })
-            .map_err(|e| Error::Spawn(e.to_string()))?;
-        Ok(ScheduleKeeper {
-            stop: Some(tx),
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops the thread and waits for it.
-    pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            // A panicked keeper has nothing to hand over.
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for ScheduleKeeper {
-    fn drop(&mut self) {
-        self.halt();
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 //!   database for the next run time again.
 //! - `in_flight` counts attempts handed to workers; the leader claims only
 //!   while it is below `prefetch`.
+//! - Before its first round and then once per safety re-check period, the
+//!   leader tops up the queue's calendar schedules that lack a live pending
+//!   tick (`calendar.rs`), on its own connection: one query when none does.
 
 use crate::connect::Connector;
 use crate::recorder::{Done, Msg, Verdict};
@@ -83,6 +86,8 @@ pub(crate) fn run(
     // Reconnects since the last good round: a statement that keeps failing
     // on a fresh connection (say, a dropped table) must not spin.
     let mut failures = 0u32;
+    // The last calendar top-up; `None` until the first, at start.
+    let mut topped: Option<Instant> = None;
     while !shared.stopping() {
         let limit = leader.room();
         if limit == 0 {
@@ -101,6 +106,13 @@ pub(crate) fn run(
                 continue;
             }
         };
+        if topped.is_none_or(|t| t.elapsed() >= shared.cfg.safety) {
+            // Attempted once per period whatever the result: a failure is
+            // retried at the next period, and a broken connection shows in
+            // the claim that follows.
+            topped = Some(Instant::now());
+            let _ = shared.cfg.queue.top_up_stalled(&mut c.client);
+        }
         match leader.round(c, limit) {
             Ok(()) => failures = 0,
             // Reconnect and start over: nothing is carried across.

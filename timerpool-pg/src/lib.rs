@@ -136,7 +136,7 @@ pub use tokio_postgres;
 
 pub use calendar::{
     parse_tick_key, tick_handler, tick_key, Backfill, CalendarSchedule, Registered, ScheduleInfo,
-    ScheduleKeeper, TopUp, MAX_BACKFILL,
+    MAX_BACKFILL,
 };
 pub use error::Error;
 pub use names::{MAX_KEY_BYTES, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES};

@@ -116,6 +116,13 @@ impl NodeBuilder {
     /// lost notifications (default 30 s). A wait is also never longer than
     /// the lease, so a lease taken while this leader slept (claims send no
     /// notification) is seen before it can expire.
+    ///
+    /// It is also the period of the node's calendar top-up: when the node
+    /// starts and then once per period, every calendar schedule of the
+    /// queue ([`Queue::register_schedule`]) that has no live pending tick
+    /// (its tick was cancelled, expired unrun, or its node died before
+    /// enqueuing the next) gets its next one by its backfill policy. When
+    /// every schedule has its tick, that costs one query per period.
     pub fn safety_recheck(mut self, every: Duration) -> NodeBuilder {
         self.safety = every;
         self

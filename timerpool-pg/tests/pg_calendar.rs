@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use timerpool::Calendar;
 use timerpool_pg::{
     parse_tick_key, tick_handler, tick_key, Backfill, CalendarSchedule, Error, Node, Queue,
-    ScheduleKeeper, MAX_BACKFILL,
+    MAX_BACKFILL,
 };
 
 const LONG: Duration = Duration::from_secs(30);
@@ -177,14 +177,16 @@ fn ticks_run_once_each_in_order_keyed_per_instant() {
 }
 
 #[test]
-fn the_keeper_alone_keeps_a_schedule_going() {
-    let (mut c, q) = queue("t_cal_keeper");
-    // A handler without `tick_handler`: only the keeper enqueues ticks.
+fn the_node_alone_keeps_a_schedule_going() {
+    let (mut c, q) = queue("t_cal_node_alone");
+    // A handler without `tick_handler`: only the node's periodic top-up
+    // enqueues ticks.
     let runs = Arc::new(Mutex::new(Vec::new()));
     let seen = runs.clone();
     let n = Node::builder(config(), q.name())
         .schema(q.schema())
         .workers(1)
+        .safety_recheck(Duration::from_millis(100))
         .handler("tick", move |job| {
             seen.lock().unwrap().push(job.key().to_string());
             Ok(())
@@ -193,10 +195,8 @@ fn the_keeper_alone_keeps_a_schedule_going() {
         .unwrap();
     let s = CalendarSchedule::new("kept", EVERY_SECOND, "UTC", "tick").backfill(Backfill::All(10));
     q.register_schedule(&mut c, &s).unwrap();
-    let keeper = ScheduleKeeper::start(config(), q.clone(), Duration::from_millis(100)).unwrap();
     let want = 3;
     assert!(wait_until(LONG, || ticks(&mut c, &q, "kept").len() >= want));
-    keeper.stop();
     assert!(q.remove_schedule(&mut c, "kept").unwrap());
     assert!(wait_until(LONG, || live_ticks(&mut c, &q, "kept") == (0, 0)));
     n.shutdown();
@@ -205,10 +205,108 @@ fn the_keeper_alone_keeps_a_schedule_going() {
     let completed = done.iter().filter(|t| t.1 == "completed").count();
     assert!(completed >= want, "{done:?}");
     assert_eq!(runs.lock().unwrap().len(), completed);
-    assert!(matches!(
-        ScheduleKeeper::start(config(), q.clone(), Duration::ZERO),
-        Err(Error::InvalidConfig(_))
-    ));
+}
+
+/// Cancels the pending tick of `name` and returns it.
+fn cancel_pending(c: &mut postgres::Client, q: &Queue, name: &str) -> SystemTime {
+    let pending = q.schedules(c).unwrap()[0]
+        .next_tick
+        .expect("a pending tick");
+    assert!(q.cancel(c, &tick_key(name, pending)).unwrap());
+    assert_eq!(live_ticks(c, q, name), (0, 0));
+    pending
+}
+
+#[test]
+fn a_node_replaces_a_cancelled_tick_at_start_and_at_its_safety_recheck() {
+    let (mut c, q) = queue("t_cal_node_topup");
+    // A yearly tick: none runs during the test, so only a top-up can
+    // enqueue the one after a cancelled tick.
+    let expr = "0 0 9 1 1 *";
+    let cal = Calendar::new(expr, "UTC").unwrap();
+    let s = CalendarSchedule::new("daily", expr, "UTC", "tick");
+    q.register_schedule(&mut c, &s).unwrap();
+    let next_of = |c: &mut postgres::Client| q.schedules(c).unwrap()[0].next_tick;
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let node_with = |recheck: Duration| {
+        let runs = runs.clone();
+        Node::builder(config(), q.name())
+            .schema(q.schema())
+            .workers(1)
+            .safety_recheck(recheck)
+            .handler(
+                "tick",
+                tick_handler(config(), q.clone(), move |job| {
+                    runs.lock().unwrap().push(job.key().to_string());
+                    Ok(())
+                }),
+            )
+            .start()
+            .unwrap()
+    };
+
+    // At start: the re-check period is far longer than the wait, so the
+    // start-up top-up alone can enqueue the tick.
+    let skipped = cancel_pending(&mut c, &q, "daily");
+    let want = cal.next_after(skipped);
+    let n = node_with(Duration::from_secs(3600));
+    assert!(
+        wait_until(LONG, || next_of(&mut c) == want),
+        "the node enqueued the tick after the cancelled one when it started"
+    );
+    assert_eq!(live_ticks(&mut c, &q, "daily"), (1, 0));
+    n.shutdown();
+
+    // At a safety re-check: cancelled after the node's first re-check, so
+    // after its start-up top-up found the tick pending.
+    let n = node_with(Duration::from_millis(100));
+    assert!(wait_until(LONG, || n.stats().safety_wakes >= 1));
+    let skipped = cancel_pending(&mut c, &q, "daily");
+    let want = cal.next_after(skipped);
+    assert!(
+        wait_until(LONG, || next_of(&mut c) == want),
+        "the node enqueued the tick after the cancelled one at a re-check"
+    );
+    assert_eq!(live_ticks(&mut c, &q, "daily"), (1, 0));
+    n.shutdown();
+    assert!(runs.lock().unwrap().is_empty(), "no tick was due");
+    let done = ticks(&mut c, &q, "daily");
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(done.iter().all(|t| t.1 == "cancelled"), "{done:?}");
+}
+
+/// An async node has no `tick_handler`: its periodic top-up alone keeps
+/// a schedule going.
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_node_alone_keeps_a_schedule_going() {
+    let (mut c, q) = queue("t_cal_async_alone");
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let seen = runs.clone();
+    let n = timerpool_pg::AsyncNode::builder(config(), q.name())
+        .schema(q.schema())
+        .safety_recheck(Duration::from_millis(100))
+        .handler("tick", move |job| {
+            let (seen, key) = (seen.clone(), job.key().to_string());
+            async move {
+                seen.lock().unwrap().push(key);
+                Ok(())
+            }
+        })
+        .start()
+        .unwrap();
+    let s = CalendarSchedule::new("kept", EVERY_SECOND, "UTC", "tick").backfill(Backfill::All(10));
+    q.register_schedule(&mut c, &s).unwrap();
+    let want = 3;
+    assert!(wait_until(LONG, || ticks(&mut c, &q, "kept").len() >= want));
+    assert!(q.remove_schedule(&mut c, "kept").unwrap());
+    assert!(wait_until(LONG, || live_ticks(&mut c, &q, "kept") == (0, 0)));
+    drop(n);
+    let done = ticks(&mut c, &q, "kept");
+    assert_consecutive(&Calendar::new(EVERY_SECOND, "UTC").unwrap(), "kept", &done);
+    let completed = done.iter().filter(|t| t.1 == "completed").count();
+    assert!(completed >= want, "{done:?}");
+    assert_eq!(runs.lock().unwrap().len(), completed);
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! the contract scenarios of the blocking node's tests with `async fn`
 //! handlers, on the node's own runtime, a runtime handed to it, and the
 //! runtime it is started in; the execution timeout; lease loss and
-//! fencing; an async and a blocking node on one queue; shutdown with
-//! handlers in flight.
+//! fencing; an async and a blocking node on one queue; replace and cancel
+//! racing claims; a restart of the database; shutdown with handlers in
+//! flight.
 #![cfg(feature = "tokio")]
 
 mod pg_common;
@@ -355,6 +356,50 @@ fn an_async_and_a_blocking_node_share_a_queue_and_run_each_task_once() {
     assert_eq!(a.stats().reruns + b.stats().reruns, 0);
     b.shutdown();
     drop(a);
+}
+
+#[test]
+fn replace_and_cancel_race_claims_across_async_nodes() {
+    let schema = "ta_race";
+    drop(fresh_schema(schema));
+    let runs = Runs::default();
+    let nodes: Vec<AsyncNode> = (0..3)
+        .map(|tag| {
+            AsyncNode::builder(config(), "q")
+                .schema(schema)
+                .slots(2)
+                .handler("h", logging(&runs, tag))
+                .start()
+                .unwrap()
+        })
+        .collect();
+    let ran = || runs.lock().unwrap().iter().map(|r| r.0).collect();
+    race::replace_and_cancel_race(nodes[0].queue(), schema, ran);
+    let s: Vec<_> = nodes.iter().map(|n| n.stats()).collect();
+    assert!(s.iter().all(|s| s.reruns + s.fenced == 0), "{s:?}");
+}
+
+#[test]
+fn async_nodes_survive_a_database_restart_under_load() {
+    let start = |config, runs: server::Runs| {
+        AsyncNode::builder(config, "q")
+            .slots(2)
+            .lease(Duration::from_secs(2))
+            .statement_timeout(Duration::from_secs(2))
+            .handler("h", move |job| {
+                let runs = runs.clone();
+                async move {
+                    let run = (job.id(), job.attempt(), SystemTime::now());
+                    runs.lock().unwrap().push(run);
+                    tokio::task::yield_now().await;
+                    Ok(())
+                }
+            })
+            .start()
+            .unwrap()
+    };
+    // Dropping an async node outside a runtime shuts it down in place.
+    server::restart_under_load(start, AsyncNode::stats, drop);
 }
 
 #[test]

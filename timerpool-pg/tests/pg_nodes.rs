@@ -8,7 +8,7 @@ use pg_common::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use timerpool_pg::{NewTask, Node, Queue, State};
+use timerpool_pg::{NewTask, Node, State};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -214,103 +214,14 @@ fn a_schedule_committed_after_an_earlier_task_ran_wakes_the_node() {
 #[test]
 fn replace_and_cancel_race_claims_across_nodes() {
     let schema = "t_race";
-    let mut c = fresh_schema(schema);
+    drop(fresh_schema(schema));
     let runs = Arc::new(Mutex::new(Vec::new()));
     let nodes = nodes(schema, 3, &runs);
-    let q = nodes[0].queue().clone();
-    const KEYS: usize = 200;
-    let racers: Vec<_> = (0..3)
-        .map(|t| {
-            let q = q.clone();
-            std::thread::spawn(move || race(&q, t, KEYS))
-        })
-        .collect();
-    let mut totals = Tally::default();
-    for r in racers {
-        totals.add(&r.join().unwrap());
-    }
-    let mut c2 = client();
-    assert!(wait_until(LONG, || live(&mut c2, schema, "q") == 0));
-    let counts = outcome_counts(&mut c, schema, "q");
-    let count = |k: &str| counts.get(k).copied().unwrap_or(0) as usize;
-    // Every schedule created one task and every task has one outcome.
-    assert_eq!(count("replaced"), totals.replaced);
-    assert_eq!(count("cancelled"), totals.cancelled);
-    assert_eq!(
-        count("completed") + count("replaced") + count("cancelled"),
-        totals.scheduled
-    );
-    let known = ["completed", "replaced", "cancelled"];
-    assert!(
-        counts.keys().all(|k| known.contains(&k.as_str())),
-        "{counts:?}"
-    );
-    // Only completed tasks ran, each once.
-    let runs = runs.lock().unwrap().clone();
-    let ran: HashSet<i64> = runs.iter().map(|r| r.0).collect();
-    assert_eq!(ran.len(), runs.len(), "a task ran twice");
-    let unrun: HashSet<i64> = c
-        .query(
-            &format!("SELECT id FROM {schema}.outcomes WHERE outcome <> 'completed'"),
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert!(ran.is_disjoint(&unrun), "a cancelled or replaced task ran");
-    assert_eq!(ran.len(), count("completed"));
-    assert!(
-        totals.cancelled > 0 && totals.replaced > 0 && totals.lost_cancels > 0,
-        "the race was not exercised: {totals:?}"
-    );
+    let ran = || runs.lock().unwrap().iter().map(|r| r.0).collect();
+    race::replace_and_cancel_race(nodes[0].queue(), schema, ran);
     for n in nodes {
         n.shutdown();
     }
-}
-
-/// What one racing client did.
-#[derive(Debug, Default)]
-struct Tally {
-    scheduled: usize,
-    replaced: usize,
-    cancelled: usize,
-    lost_cancels: usize,
-}
-
-impl Tally {
-    fn add(&mut self, o: &Tally) {
-        self.scheduled += o.scheduled;
-        self.replaced += o.replaced;
-        self.cancelled += o.cancelled;
-        self.lost_cancels += o.lost_cancels;
-    }
-}
-
-/// Schedules keys due within a few ms and immediately replaces or cancels
-/// some, so the operations meet claims in flight.
-fn race(q: &Queue, thread: usize, keys: usize) -> Tally {
-    let mut c = client();
-    let mut t = Tally::default();
-    for i in 0..keys {
-        let key = format!("t{thread}-{}", i % 10);
-        let due = Duration::from_millis((i % 7 * 15) as u64);
-        let s = q
-            .schedule(&mut c, &NewTask::new(key.clone(), "h").after(due))
-            .unwrap();
-        t.scheduled += 1;
-        t.replaced += usize::from(s.replaced);
-        if i % 3 == 0 {
-            // A key scheduled a few statements ago: pending or just claimed.
-            let older = format!("t{thread}-{}", (i + 7) % 10);
-            if q.cancel(&mut c, &older).unwrap() {
-                t.cancelled += 1;
-            } else {
-                t.lost_cancels += 1;
-            }
-        }
-    }
-    t
 }
 
 #[test]

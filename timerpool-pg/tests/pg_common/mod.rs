@@ -1,6 +1,10 @@
 //! Helpers shared by the PostgreSQL tests: the server's address, a fresh
-//! schema per test, and bounded waits on conditions.
+//! schema per test, bounded waits on conditions, a private server to
+//! restart (`server`) and the replace and cancel race (`race`).
 #![allow(dead_code)] // each test binary uses a different subset
+
+pub mod race;
+pub mod server;
 
 use std::time::{Duration, Instant};
 

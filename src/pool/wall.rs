@@ -149,17 +149,14 @@ impl WallTicks {
         }
     }
 
-    /// The entry woke at `now` too late to run (the pool's staleness
-    /// tolerance). A tick that had come counts as missed and the schedule
-    /// moves on by `policy`; a wake before the tick only waits again.
+    /// The entry woke at `now` to run, too late (the pool's staleness
+    /// tolerance): the tick (or the extra run) counts as missed and the
+    /// schedule moves on by `policy`. Only a wake that [`wake`](Self::wake)
+    /// found ready to run gets here; a wake before the tick waits again,
+    /// however late it is.
     pub(crate) fn expire(&mut self, now: i64, policy: MissedTicks, missed: &AtomicU64) -> Then {
-        match self.wake(now) {
-            Wake::Wait(due) => Then::Due(due),
-            Wake::Run => {
-                missed.fetch_add(1, Ordering::Relaxed);
-                self.advance(now, policy, missed)
-            }
-        }
+        missed.fetch_add(1, Ordering::Relaxed);
+        self.advance(now, policy, missed)
     }
 
     /// The closure asked to run again after a delay: the entry's next wake

@@ -613,3 +613,54 @@ fn a_late_recheck_is_no_expired_run_but_a_late_tick_is() {
     assert_eq!(records, vec![Outcome::Completed(())]);
     assert_eq!((h.runs(), h.missed()), (1, 1));
 }
+
+#[test]
+fn due_of_a_calendar_task_is_its_tick_and_next_due_its_next_wake() {
+    let (clock, pool) = pool_at("2026-06-01T08:00Z");
+    let (tx, rx) = channel();
+    let c = clock.clone();
+    let mut first = true;
+    let h = pool
+        .schedule_dynamic(
+            1,
+            Duration::ZERO,
+            Repeat::cron("0 9 * * *", "UTC").unwrap(),
+            move || {
+                tx.send(c.wall_time()).unwrap();
+                match std::mem::take(&mut first) {
+                    true => Next::After(MIN * 10),
+                    false => Next::OnSchedule,
+                }
+            },
+        )
+        .unwrap();
+    // The tick is an hour ahead; the entry wakes within a minute to read
+    // the wall clock again, and that is the pool's next wake.
+    assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 60));
+    assert_eq!(pool.next_due(), Some(pool.now() + MIN));
+    assert!(pool.is_pending(&1));
+    pool.advance(MIN * 30).unwrap();
+    assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 30));
+    // The wall clock stepped back half an hour: the tick is an hour away
+    // again, by the latest reading of both clocks.
+    clock.set_wall_time(at("2026-06-01T08:00Z"));
+    assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 60));
+    // Stepped forward past the tick: it runs at the entry's next wake, no
+    // earlier, and that is its due time.
+    clock.set_wall_time(at("2026-06-01T09:30Z"));
+    let wake = pool.next_due().unwrap();
+    assert!(wake > pool.now() && wake <= pool.now() + MIN, "{wake:?}");
+    assert_eq!(pool.due_of(&1), Some(wake));
+    pool.advance(MIN).unwrap();
+    assert_eq!(drain(&rx).len(), 1);
+    // An extra run the closure asked for is due at its own time, before
+    // the next tick.
+    assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 10));
+    pool.advance(MIN * 10).unwrap();
+    assert_eq!(drain(&rx).len(), 1);
+    // Then the calendar's next tick, tomorrow at 09:00.
+    let wall = clock.wall_time();
+    let ahead = at("2026-06-02T09:00Z").duration_since(wall).unwrap();
+    assert_eq!(pool.due_of(&1), Some(pool.now() + ahead));
+    assert_eq!((h.runs(), h.missed()), (2, 0));
+}

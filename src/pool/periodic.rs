@@ -448,6 +448,13 @@ impl PeriodicJob {
         self
     }
 
+    /// The wall-clock tick a calendar task's entry waits for (`None` for
+    /// other tasks, and for an extra run a calendar task's closure asked
+    /// for).
+    pub(crate) fn pending_tick(&self) -> Option<jiff::Timestamp> {
+        self.wall.as_ref()?.pending_tick()
+    }
+
     /// The state shared with the stand-in and the handle.
     pub(crate) fn ctl(&self) -> &Arc<PeriodicCtl> {
         &self.ctl

@@ -431,6 +431,17 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         Some((node.due, self.seq_of(&node)))
     }
 
+    /// Due time and payload of `key`'s entry, for any `Q` the index can
+    /// match against a key. Runs user code and changes nothing.
+    pub(crate) fn get_value_equivalent<Q: ?Sized + Hash + Equivalent<K>>(
+        &self,
+        key: &Q,
+    ) -> Option<(i64, &V)> {
+        let slot = self.find(self.hash_of(key), key)?;
+        let node = self.nodes[self.meta[slot as usize].pos as usize];
+        Some((node.due, &self.slots[slot as usize].value))
+    }
+
     /// Move `key`'s entry to `due`, keeping its payload and its stamp (so a
     /// stamp held elsewhere still names it); the old due time, or `None` if
     /// `key` has no entry. O(log n). `key` as for

@@ -561,3 +561,106 @@ fn a_panicking_calendar_run_follows_the_panic_policy() {
         Outcome::Panicked("report failed".to_string())
     );
 }
+
+/// A pool on a manual clock whose wall time reads `wall`, expiring tasks
+/// that start more than a second late, with a completion stream.
+fn expiring_pool_at(wall: &str) -> (ManualClock, TimerPool<u64>) {
+    let clock = ManualClock::new();
+    clock.set_wall_time(at(wall));
+    let pool = TimerPool::builder()
+        .workers(1)
+        .clock(clock.clone())
+        .expire_after(Duration::from_secs(1))
+        .completions(64)
+        .build()
+        .unwrap();
+    (clock, pool)
+}
+
+#[test]
+fn a_late_recheck_is_no_expired_run_but_a_late_tick_is() {
+    let (clock, pool) = expiring_pool_at("2026-06-01T08:00Z");
+    let done = pool.completions().unwrap();
+    let (f, rx) = ticker(&clock);
+    let h = pool
+        .schedule_repeating(
+            1,
+            Duration::ZERO,
+            Repeat::cron("0 9 * * *", "UTC").unwrap(),
+            f,
+        )
+        .unwrap();
+    // The entry wakes at 08:01 to read the wall clock; the clock moves to
+    // 08:05 in one step, so that wake starts four minutes late, far past
+    // the tolerance, with nothing due on the wall clock.
+    clock.advance(MIN * 5);
+    pool.settle(BOUND).unwrap();
+    let records: Vec<_> = done.try_iter().map(|r| r.outcome).collect();
+    assert!(records.is_empty(), "a recheck reported as {records:?}");
+    assert_eq!((h.runs(), h.missed()), (0, 0));
+    assert_eq!(pool.stats().lateness.count, 0, "a recheck is no sample");
+    assert!(drain(&rx).is_empty());
+    // The tick itself starting an hour late is expired: missed, reported,
+    // and the next day's tick runs.
+    clock.advance(MIN * 65);
+    pool.settle(BOUND).unwrap();
+    let records: Vec<_> = done.try_iter().map(|r| r.outcome).collect();
+    assert_eq!(records, vec![Outcome::Expired]);
+    assert_eq!((h.runs(), h.missed()), (0, 1));
+    pool.advance(Duration::from_secs(24 * 3600)).unwrap();
+    assert_eq!(drain(&rx), want(&["2026-06-02T09:00Z"]));
+    let records: Vec<_> = done.try_iter().map(|r| r.outcome).collect();
+    assert_eq!(records, vec![Outcome::Completed(())]);
+    assert_eq!((h.runs(), h.missed()), (1, 1));
+}
+
+#[test]
+fn due_of_a_calendar_task_is_its_tick_and_next_due_its_next_wake() {
+    let (clock, pool) = pool_at("2026-06-01T08:00Z");
+    let (tx, rx) = channel();
+    let c = clock.clone();
+    let mut first = true;
+    let h = pool
+        .schedule_dynamic(
+            1,
+            Duration::ZERO,
+            Repeat::cron("0 9 * * *", "UTC").unwrap(),
+            move || {
+                tx.send(c.wall_time()).unwrap();
+                match std::mem::take(&mut first) {
+                    true => Next::After(MIN * 10),
+                    false => Next::OnSchedule,
+                }
+            },
+        )
+        .unwrap();
+    // The tick is an hour ahead; the entry wakes within a minute to read
+    // the wall clock again, and that is the pool's next wake.
+    assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 60));
+    assert_eq!(pool.next_due(), Some(pool.now() + MIN));
+    assert!(pool.is_pending(&1));
+    pool.advance(MIN * 30).unwrap();
+    assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 30));
+    // The wall clock stepped back half an hour: the tick is an hour away
+    // again, by the latest reading of both clocks.
+    clock.set_wall_time(at("2026-06-01T08:00Z"));
+    assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 60));
+    // Stepped forward past the tick: it runs at the entry's next wake, no
+    // earlier, and that is its due time.
+    clock.set_wall_time(at("2026-06-01T09:30Z"));
+    let wake = pool.next_due().unwrap();
+    assert!(wake > pool.now() && wake <= pool.now() + MIN, "{wake:?}");
+    assert_eq!(pool.due_of(&1), Some(wake));
+    pool.advance(MIN).unwrap();
+    assert_eq!(drain(&rx).len(), 1);
+    // An extra run the closure asked for is due at its own time, before
+    // the next tick.
+    assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 10));
+    pool.advance(MIN * 10).unwrap();
+    assert_eq!(drain(&rx).len(), 1);
+    // Then the calendar's next tick, tomorrow at 09:00.
+    let wall = clock.wall_time();
+    let ahead = at("2026-06-02T09:00Z").duration_since(wall).unwrap();
+    assert_eq!(pool.due_of(&1), Some(pool.now() + ahead));
+    assert_eq!((h.runs(), h.missed()), (2, 0));
+}

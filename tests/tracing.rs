@@ -10,7 +10,7 @@ use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
 use std::time::Duration;
-use timerpool::{Error, ManualClock, TimerPool};
+use timerpool::{Error, ManualClock, Repeat, TimerPool};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -87,7 +87,11 @@ fn runs_panics_expirations_removals_refusals_and_shutdown_are_traced() {
         Err(Error::ShutDown)
     );
 
-    let runs = lines_with("span run");
+    // The spans of this pool's runs (the subscriber is global).
+    let runs: Vec<_> = lines_with("span run")
+        .into_iter()
+        .filter(|l| !l.contains(CALENDAR_KEY))
+        .collect();
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert!(runs[0].contains("key=\"boom\"") && runs[0].contains("periodic=false"));
     assert!(runs[1].contains("key=\"stale\""));
@@ -124,4 +128,39 @@ fn keys_are_hidden_without_debug_keys() {
     assert!(pool.cancel(&"secret-key".to_string()));
     assert!(lines_with("secret-key").is_empty());
     assert!(!lines_with("key=<keyed> why=Cancelled").is_empty());
+}
+
+/// The key of the calendar task below, as its spans show it.
+const CALENDAR_KEY: &str = "key=\"hourly\"";
+
+#[test]
+fn a_calendar_tasks_rechecks_of_the_wall_clock_open_no_run_span() {
+    let _ = tracing::subscriber::set_global_default(Capture(AtomicU64::new(0)));
+    let clock = ManualClock::new();
+    // One second past an hour on the wall clock: the next tick is an
+    // hour away, and the entry wakes each minute before it to read the
+    // wall clock again.
+    let hour = Duration::from_secs(3600);
+    clock
+        .set_wall_time(std::time::SystemTime::UNIX_EPOCH + hour * 500_000 + Duration::from_secs(1));
+    let pool = TimerPool::<&str>::builder()
+        .workers(1)
+        .clock(clock.clone())
+        .debug_keys(true)
+        .build()
+        .unwrap();
+    let repeat = Repeat::cron("0 * * * *", "UTC").unwrap();
+    let h = pool
+        .schedule_repeating("hourly", Duration::ZERO, repeat, || ())
+        .unwrap();
+    let wake = pool.next_due().unwrap();
+    assert!(
+        wake <= pool.now() + Duration::from_secs(60),
+        "a recheck first"
+    );
+    pool.advance(hour).unwrap();
+    assert_eq!(h.runs(), 1);
+    let spans = lines_with(CALENDAR_KEY);
+    assert_eq!(spans.len(), 1, "one span for the one run: {spans:?}");
+    assert!(spans[0].starts_with("span run") && spans[0].contains("periodic=true"));
 }

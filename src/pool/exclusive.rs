@@ -146,12 +146,16 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
         }
     }
 
-    /// The due time of `key`'s held task, if one is held.
-    pub(crate) fn due_of<Q: ?Sized + Lookup<K>>(&self, key: &Q) -> Option<i64> {
+    /// `look` at the due time and the task held for `key`, if any.
+    pub(crate) fn inspect<Q: ?Sized + Lookup<K>, R>(
+        &self,
+        key: &Q,
+        look: impl FnOnce(i64, &Task) -> R,
+    ) -> Option<R> {
         if self.held.is_empty() {
             return None;
         }
-        self.held.get(key).map(|e| e.due)
+        self.held.get(key).map(|e| look(e.due, &e.value))
     }
 
     /// Remove every held task, in due order.

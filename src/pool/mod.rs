@@ -314,6 +314,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
     /// runs. `None` when nothing is pending under `key` (any borrowed form
     /// of the key, as for [`cancel`](Self::cancel)).
     ///
+    /// For a calendar task ([`Repeat::calendar`](crate::Repeat::calendar))
+    /// this is its next tick: where the pool's clock should reach it by the
+    /// wall clock read now, or the task's next wake if that is later (a
+    /// tick the wall clock has passed runs then). A later step of the wall
+    /// clock moves it. The task may wake earlier, at most a minute ahead,
+    /// only to read the wall clock again; those wakes run nothing and are
+    /// what [`next_due`](Self::next_due) shows.
+    ///
     /// # Examples
     ///
     /// ```
@@ -333,14 +341,36 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        let key = Keyed(key);
-        let due = {
-            let st = self.shared.state.lock();
-            let held = || st.exclusive.due_of(&key);
-            st.pending.get(&key).map(|(due, _)| due).or_else(held)?
+        let (due, tick) = self.entry_due(key)?;
+        // A calendar task's tick, by a reading of the wall clock taken
+        // after the lock (the clock is user code).
+        let due = match tick {
+            Some(tick) => {
+                let now = self.shared.time.now().ns;
+                let clock = self.shared.time.clock();
+                due.max(wall::tick_due(tick, clock, now))
+            }
+            None => due,
         };
-        // A running periodic task's stand-in is due never.
-        (due != NEVER).then(|| self.shared.time.instant_of(due))
+        Some(self.shared.time.instant_of(due))
+    }
+
+    /// The due time of `key`'s pending entry and, for a calendar task, the
+    /// wall-clock tick it waits for; `None` when nothing is pending under
+    /// `key` or its periodic task is running (its stand-in is due never).
+    fn entry_due<Q>(&self, key: &Q) -> Option<(i64, Option<jiff::Timestamp>)>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        let key = Keyed(key);
+        let look = |due: i64, task: &task::Task| (due, task.pending_tick());
+        let (due, tick) = {
+            let st = self.shared.state.lock();
+            let held = || st.exclusive.inspect(&key, look);
+            st.pending.inspect(&key, look).or_else(held)?
+        };
+        (due != NEVER).then_some((due, tick))
     }
 
     /// True if a task is pending under `key`; see [`due_of`](Self::due_of).
@@ -362,7 +392,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        self.due_of(key).is_some()
+        self.entry_due(key).is_some()
     }
 
     /// Tasks running now (periodic runs included), roughly: it reads two
@@ -450,7 +480,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> TimerPool<K> {
         self.shared.settle(Instant::now().checked_add(timeout))
     }
 
-    /// The earliest pending due time.
+    /// The earliest pending due time: when the pool next wakes a task. For
+    /// a calendar task that may be a wake, at most a minute ahead, that
+    /// only reads the wall clock again and runs nothing, before its tick
+    /// (which [`due_of`](Self::due_of) shows); so this can be earlier than
+    /// every task's `due_of`.
     ///
     /// # Examples
     ///

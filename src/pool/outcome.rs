@@ -239,7 +239,8 @@ pub(crate) enum Ran {
     Expired,
     /// Not run and not due: a calendar task woke to read the wall clock
     /// (its tick has not come on it yet) and put itself back
-    /// (`pool/wall.rs`). Neither a run nor a report.
+    /// (`pool/wall.rs`). Neither a run nor a report, and decided before
+    /// staleness, so never an expiry either (`worker::run_claimed`).
     Waited,
 }
 

@@ -257,6 +257,26 @@ impl<K: Hash + Eq> Pending<K> {
         }
     }
 
+    /// `look` at the due time and the task of `key`'s pending task.
+    pub(crate) fn inspect<Q: ?Sized + Lookup<K>, R>(
+        &self,
+        key: &Q,
+        look: impl FnOnce(i64, &Task) -> R,
+    ) -> Option<R> {
+        match self.probe(key) {
+            (_, Some(pos)) => Some(look(self.lane.at(pos).due, &self.lane.at(pos).value)),
+            (probe, None) if probe.found() => {
+                let (due, task) = self.heap.get_value_equivalent(key)?;
+                Some(look(due, task))
+            }
+            (probe, None) => {
+                let (hold, i) = self.find_held(spread(&probe), key)?;
+                let entry = &hold.waiting[i].1;
+                Some(look(entry.due, &entry.value))
+            }
+        }
+    }
+
     /// True if `key` has a pending task.
     pub(crate) fn contains_key<Q: ?Sized + Lookup<K>>(&self, key: &Q) -> bool {
         self.get(key).is_some()

@@ -448,19 +448,34 @@ impl PeriodicJob {
         self
     }
 
+    /// The wall-clock tick a calendar task's entry waits for (`None` for
+    /// other tasks, and for an extra run a calendar task's closure asked
+    /// for).
+    pub(crate) fn pending_tick(&self) -> Option<jiff::Timestamp> {
+        self.wall.as_ref()?.pending_tick()
+    }
+
     /// The state shared with the stand-in and the handle.
     pub(crate) fn ctl(&self) -> &Arc<PeriodicCtl> {
         &self.ctl
     }
 
+    /// A wake of a calendar task's entry at `now` (on the pool's clock)
+    /// that finds the wall clock still before its tick: the entry's next
+    /// due time, to put it back ([`Ran::Waited`]). `None` for every other
+    /// wake, which runs the task or, past the staleness tolerance, expires
+    /// it. Decided before staleness: a recheck has no tick to be late for,
+    /// so it is never a run, a miss, an expiry or a lateness sample.
+    pub(crate) fn recheck(&self, now: i64) -> Option<After> {
+        match self.wall.as_ref()?.wake(now) {
+            Wake::Wait(due) => Some(after(due)),
+            Wake::Run => None,
+        }
+    }
+
     /// Run once on a worker, catching a panic; `finish` reads the pool's
     /// clock when the run returns.
     pub(crate) fn run(&mut self, ctx: &RunCtx, finish: &dyn Fn() -> Now) -> (Ran, After) {
-        if let Some(wall) = &self.wall {
-            if let Wake::Wait(due) = wall.wake(ctx.started_ns) {
-                return (Ran::Waited, after(due));
-            }
-        }
         // This run's number: the runs that returned or panicked, and this.
         let n = self.ctl.runs() + self.ctl.panics() + 1;
         let kind = match self.ctl.is_retry() {
@@ -513,8 +528,9 @@ impl PeriodicJob {
         }
     }
 
-    /// Skip this run as stale: the tick counts as missed (a calendar task's
-    /// wake before its tick only waits again).
+    /// Skip this run as stale: the tick counts as missed. (A calendar
+    /// task's wake before its tick is a [`recheck`](Self::recheck), never
+    /// stale.)
     pub(crate) fn expire(&mut self, ctx: &RunCtx) -> After {
         if let Some(wall) = &mut self.wall {
             let then = wall.expire(ctx.started_ns, self.repeat.missed, &self.ctl.missed);

@@ -109,6 +109,15 @@ impl Task {
         !matches!(self, Task::Once(_) | Task::Watched(_))
     }
 
+    /// The wall-clock tick a calendar task waits for, if it is one (see
+    /// `PeriodicJob::pending_tick`).
+    pub(crate) fn pending_tick(&self) -> Option<jiff::Timestamp> {
+        match self {
+            Task::Periodic(job) => job.pending_tick(),
+            _ => None,
+        }
+    }
+
     /// True for a stand-in.
     pub(crate) fn is_stand_in(&self) -> bool {
         matches!(self, Task::StandIn(_))

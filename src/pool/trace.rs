@@ -17,7 +17,7 @@
 //!
 //! | what | level | fields |
 //! | --- | --- | --- |
-//! | span `run`, around each run (or stale skip) | DEBUG | `key`, `periodic`, `late_ns` |
+//! | span `run`, around each run (or stale skip); none for a calendar task's recheck of the wall clock, which runs nothing | DEBUG | `key`, `periodic`, `late_ns` |
 //! | event "task panicked" | WARN | `key` (from the span), `panic` |
 //! | event "task expired" | DEBUG | (the span's) |
 //! | event "task removed" (cancelled, replaced, shutdown) | DEBUG | `key`, `why` |
@@ -81,6 +81,8 @@ impl<K: Key> Shared<K> {
     /// Inside a run's span: what the run did, if it is worth an event.
     pub(crate) fn trace_ran(&self, ran: Ran, panic: Option<&str>) {
         match ran {
+            // A recheck (`Waited`) opens no span and gets here only
+            // through this match's need to be whole.
             Ran::Completed | Ran::Waited => {}
             Ran::Panicked => {
                 tracing::warn!(target: "timerpool", panic = panic.unwrap_or(""), "task panicked");

@@ -24,7 +24,7 @@
 //!   [`MissedTicks`] policy.
 
 use super::periodic::MissedTicks;
-use super::time::nanos;
+use super::time::{nanos, NEVER};
 use crate::calendar::Calendar;
 use crate::clock::Clock;
 use crate::contain::{catch, forget_payload};
@@ -149,17 +149,14 @@ impl WallTicks {
         }
     }
 
-    /// The entry woke at `now` too late to run (the pool's staleness
-    /// tolerance). A tick that had come counts as missed and the schedule
-    /// moves on by `policy`; a wake before the tick only waits again.
+    /// The entry woke at `now` to run, too late (the pool's staleness
+    /// tolerance): the tick (or the extra run) counts as missed and the
+    /// schedule moves on by `policy`. Only a wake that [`wake`](Self::wake)
+    /// found ready to run gets here; a wake before the tick waits again,
+    /// however late it is.
     pub(crate) fn expire(&mut self, now: i64, policy: MissedTicks, missed: &AtomicU64) -> Then {
-        match self.wake(now) {
-            Wake::Wait(due) => Then::Due(due),
-            Wake::Run => {
-                missed.fetch_add(1, Ordering::Relaxed);
-                self.advance(now, policy, missed)
-            }
-        }
+        missed.fetch_add(1, Ordering::Relaxed);
+        self.advance(now, policy, missed)
     }
 
     /// The closure asked to run again after a delay: the entry's next wake
@@ -180,20 +177,42 @@ impl WallTicks {
         now.checked_add(nanos(ahead)?)
     }
 
-    /// The wall clock now. A reading that panics is contained and the
-    /// system's wall clock read instead; one past the calendar's years
-    /// counts as its end.
-    fn wall(&self) -> Timestamp {
-        let read = match catch(|| self.clock.wall_time()) {
-            Ok(t) => t,
-            Err(payload) => {
-                forget_payload(payload);
-                SystemTime::now()
-            }
-        };
-        Timestamp::try_from(read).unwrap_or(match read < SystemTime::UNIX_EPOCH {
-            true => Timestamp::MIN,
-            false => Timestamp::MAX,
-        })
+    /// The tick the entry waits for; `None` while it waits for an extra
+    /// run instead, which its due time gives.
+    pub(crate) fn pending_tick(&self) -> Option<Timestamp> {
+        (!self.extra).then_some(self.tick)
     }
+
+    /// The wall clock now (see [`wall_now`]).
+    fn wall(&self) -> Timestamp {
+        wall_now(&*self.clock)
+    }
+}
+
+/// `clock`'s wall time now. A reading that panics is contained and the
+/// system's wall clock read instead; one past the calendar's years counts
+/// as its end.
+fn wall_now(clock: &dyn Clock) -> Timestamp {
+    let read = match catch(|| clock.wall_time()) {
+        Ok(t) => t,
+        Err(payload) => {
+            forget_payload(payload);
+            SystemTime::now()
+        }
+    };
+    Timestamp::try_from(read).unwrap_or(match read < SystemTime::UNIX_EPOCH {
+        true => Timestamp::MIN,
+        false => Timestamp::MAX,
+    })
+}
+
+/// When the pool's clock, reading `now`, should reach `tick` by `clock`'s
+/// wall time read now: what `due_of` shows for a calendar task, whose
+/// entry may wake earlier only to read the wall clock again. Saturates at
+/// the ends of the pool's timeline rather than fail, since it is shown,
+/// not waited for.
+pub(crate) fn tick_due(tick: Timestamp, clock: &dyn Clock, now: i64) -> i64 {
+    let ahead = tick.duration_since(wall_now(clock)).as_nanos();
+    let at = i128::from(now).saturating_add(ahead);
+    at.clamp(0, i128::from(NEVER - 1)) as i64
 }

@@ -416,6 +416,15 @@ fn run_claimed<K: Key>(
 ) -> Finished {
     #[cfg(not(feature = "tracing"))]
     let _ = anon; // only traces name keyless tasks by their number
+                  // A calendar task's recheck of the wall clock is decided first: it
+                  // runs nothing, so it has no tick to be stale for and no span.
+    let task = match task {
+        Runnable::Periodic(job) => match job.recheck(started.ns) {
+            Some(after) => return waited(shared, index, job, after),
+            None => Runnable::Periodic(job),
+        },
+        task => task,
+    };
     let reports = shared.reports();
     let ctx = RunCtx {
         due,
@@ -484,13 +493,32 @@ fn run_task(
             if ctx.keep_panic && ran == Ran::Panicked {
                 *panic = job.ctl().last_panic();
             }
-            let finished = match after {
-                After::Again(next) => Finished::Again(next, job),
-                After::Stop(outcome) => Finished::Stop(job, outcome),
-            };
-            (ran, finished)
+            (ran, settle_periodic(job, after))
         }
     }
+}
+
+/// What a periodic task leaves to settle: put it back, or stop it.
+fn settle_periodic(job: Box<PeriodicJob>, after: After) -> Finished {
+    match after {
+        After::Again(next) => Finished::Again(next, job),
+        After::Stop(outcome) => Finished::Stop(job, outcome),
+    }
+}
+
+/// A calendar task's wake that found the wall clock before its tick
+/// ([`Ran::Waited`]): nothing ran, so no span, staleness, report or
+/// lateness sample; only its end is counted (the start was), and the entry
+/// goes back as `after` says.
+#[cold]
+fn waited<K: Key>(
+    shared: &Shared<K>,
+    index: usize,
+    job: Box<PeriodicJob>,
+    after: After,
+) -> Finished {
+    shared.counters.ran(index, None, Ran::Waited, true);
+    settle_periodic(job, after)
 }
 
 /// Steps 10 and 11, under the lock: put a periodic task back (or stop it),

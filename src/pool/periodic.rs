@@ -517,7 +517,11 @@ impl PeriodicJob {
                 if let Some(wall) = &mut self.wall {
                     // The tick ran: the calendar moves past it, and the extra
                     // run comes before the next tick.
-                    if let Then::Done = wall.advance(now, self.repeat.missed, &self.ctl.missed) {
+                    if let Then::Done = wall.advance(
+                        now,
+                        self.repeat.missed == MissedTicks::Burst,
+                        &self.ctl.missed,
+                    ) {
                         return After::Stop(Outcome::Completed(()));
                     }
                     wall.set_extra();
@@ -533,7 +537,11 @@ impl PeriodicJob {
     /// stale.)
     pub(crate) fn expire(&mut self, ctx: &RunCtx) -> After {
         if let Some(wall) = &mut self.wall {
-            let then = wall.expire(ctx.started_ns, self.repeat.missed, &self.ctl.missed);
+            let then = wall.expire(
+                ctx.started_ns,
+                self.repeat.missed == MissedTicks::Burst,
+                &self.ctl.missed,
+            );
             return after_then(then);
         }
         self.ctl.missed.fetch_add(1, Ordering::Relaxed);
@@ -543,7 +551,11 @@ impl PeriodicJob {
     /// What follows the run for `due` that ended at `now`, on schedule.
     fn next_after(&mut self, due: i64, now: i64) -> After {
         match &mut self.wall {
-            Some(wall) => after_then(wall.advance(now, self.repeat.missed, &self.ctl.missed)),
+            Some(wall) => after_then(wall.advance(
+                now,
+                self.repeat.missed == MissedTicks::Burst,
+                &self.ctl.missed,
+            )),
             None => after(self.next_due(due, now)),
         }
     }

@@ -21,9 +21,8 @@
 //!   at its due time computed again.
 //! - A wake at or after the tick runs it, late if the wall clock jumped
 //!   past it; the ticks passed meanwhile follow the task's
-//!   [`MissedTicks`] policy.
+//!   [`MissedTicks`](crate::MissedTicks) policy.
 
-use super::periodic::MissedTicks;
 use super::time::{nanos, NEVER};
 use crate::calendar::Calendar;
 use crate::clock::Clock;
@@ -113,10 +112,11 @@ impl WallTicks {
     }
 
     /// After a run that ended at `now` (or a panic under
-    /// `OnPanic::Continue`): move past the tick that ran, by `policy` if
-    /// later ticks passed meanwhile, counting those in `missed`. After an
-    /// extra run the tick it waited for is still ahead.
-    pub(crate) fn advance(&mut self, now: i64, policy: MissedTicks, missed: &AtomicU64) -> Then {
+    /// `OnPanic::Continue`): move past the tick that ran. If later ticks
+    /// passed meanwhile, `burst` (the `MissedTicks::Burst` policy) runs
+    /// each of them; otherwise they are skipped and counted in `missed`.
+    /// After an extra run the tick it waited for is still ahead.
+    pub(crate) fn advance(&mut self, now: i64, burst: bool, missed: &AtomicU64) -> Then {
         let wall = self.wall();
         if std::mem::take(&mut self.extra) {
             return Then::Due(self.due(now, wall));
@@ -124,7 +124,7 @@ impl WallTicks {
         let Some(nominal) = self.calendar.next_tick(self.tick) else {
             return Then::Done;
         };
-        if nominal > wall || policy == MissedTicks::Burst {
+        if nominal > wall || burst {
             self.tick = nominal;
             return Then::Due(self.due(now, wall));
         }
@@ -151,12 +151,12 @@ impl WallTicks {
 
     /// The entry woke at `now` to run, too late (the pool's staleness
     /// tolerance): the tick (or the extra run) counts as missed and the
-    /// schedule moves on by `policy`. Only a wake that [`wake`](Self::wake)
+    /// schedule moves on as [`advance`](Self::advance) does. Only a wake that [`wake`](Self::wake)
     /// found ready to run gets here; a wake before the tick waits again,
     /// however late it is.
-    pub(crate) fn expire(&mut self, now: i64, policy: MissedTicks, missed: &AtomicU64) -> Then {
+    pub(crate) fn expire(&mut self, now: i64, burst: bool, missed: &AtomicU64) -> Then {
         missed.fetch_add(1, Ordering::Relaxed);
-        self.advance(now, policy, missed)
+        self.advance(now, burst, missed)
     }
 
     /// The closure asked to run again after a delay: the entry's next wake

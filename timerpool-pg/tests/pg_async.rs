@@ -7,46 +7,16 @@
 
 mod pg_common;
 
+use pg_common::runs::{node, started, states};
 use pg_common::*;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use timerpool_pg::sqlx::{Connection, PgConnection, PgPool};
 use timerpool_pg::tokio_postgres::{self, NoTls};
-use timerpool_pg::{Due, Error, NewTask, Node, Queue, State, MAX_KEY_BYTES};
+use timerpool_pg::{Due, Error, NewTask, Queue, State, MAX_KEY_BYTES};
 use tokio::runtime::Runtime;
 
 const LONG: Duration = Duration::from_secs(20);
 const HOUR: Duration = Duration::from_secs(3600);
-
-/// Ids and start times of the runs of handler "h".
-type Runs = Arc<Mutex<Vec<(i64, SystemTime)>>>;
-
-/// A blocking node of queue "q" in `schema` whose handler "h" records its
-/// runs; only notifications wake its leader early during a test.
-fn node(schema: &str) -> (Node, Runs) {
-    let runs: Runs = Arc::default();
-    let r = runs.clone();
-    let node = Node::builder(config(), "q")
-        .schema(schema)
-        .workers(1)
-        .safety_recheck(Duration::from_secs(600))
-        .lease(Duration::from_secs(600))
-        .handler("h", move |job| {
-            r.lock().unwrap().push((job.id(), SystemTime::now()));
-            Ok(())
-        })
-        .start()
-        .unwrap();
-    (node, runs)
-}
-
-fn started(runs: &Runs, id: i64) -> Option<SystemTime> {
-    runs.lock().unwrap().iter().find(|r| r.0 == id).map(|r| r.1)
-}
-
-fn states(c: &mut postgres::Client, q: &Queue, key: &str) -> Vec<State> {
-    q.history(c, key).unwrap().iter().map(|r| r.state).collect()
-}
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()

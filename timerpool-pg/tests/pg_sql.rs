@@ -6,11 +6,11 @@
 
 mod pg_common;
 
+use pg_common::runs::{node, started, states};
 use pg_common::*;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use timerpool_pg::{Due, Error, NewTask, Node, Queue, State, SCHEMA_VERSION};
+use timerpool_pg::{Due, Error, NewTask, Queue, State, SCHEMA_VERSION};
 
 const LONG: Duration = Duration::from_secs(20);
 
@@ -35,37 +35,6 @@ fn psql(sql: &str) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// A node of queue "q" in `schema` whose handler "h" records (task id,
-/// start time) of every run.
-type Runs = Arc<Mutex<Vec<(i64, SystemTime)>>>;
-
-fn node(schema: &str) -> (Node, Runs) {
-    let runs: Runs = Arc::default();
-    let r = runs.clone();
-    let node = Node::builder(config(), "q")
-        .schema(schema)
-        .workers(1)
-        // Neither the safety re-check nor a lease ends a wait during a test:
-        // only notifications wake the leader early.
-        .safety_recheck(Duration::from_secs(600))
-        .lease(Duration::from_secs(600))
-        .handler("h", move |job| {
-            r.lock().unwrap().push((job.id(), SystemTime::now()));
-            Ok(())
-        })
-        .start()
-        .unwrap();
-    (node, runs)
-}
-
-fn started(runs: &Runs, id: i64) -> Option<SystemTime> {
-    runs.lock().unwrap().iter().find(|r| r.0 == id).map(|r| r.1)
-}
-
-fn states(c: &mut postgres::Client, q: &Queue, key: &str) -> Vec<State> {
-    q.history(c, key).unwrap().iter().map(|r| r.state).collect()
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! Helpers shared by the PostgreSQL tests: the server's address, a fresh
 //! schema per test, bounded waits on conditions, a private server to
-//! restart (`server`) and the replace and cancel race (`race`).
+//! restart (`server`), the replace and cancel race (`race`) and a node
+//! that records its runs (`runs`).
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod race;
+pub mod runs;
 pub mod server;
 
 use std::time::{Duration, Instant};

@@ -473,7 +473,27 @@ impl<K: Hash + Eq, V, S: BuildHasher> IndexedHeap<K, V, S> {
         key: &Q,
         due: i64,
     ) -> Option<i64> {
-        let slot = self.find(self.hash_of(key), key)?;
+        let probe = self.probe(key);
+        self.reschedule_probed(probe, due)
+    }
+
+    /// Due time of the entry `probe` found, if it found one. Runs no user
+    /// code.
+    pub(crate) fn due_probed(&self, probe: &Probe) -> Option<i64> {
+        let slot = probe.slot?;
+        Some(self.nodes[self.meta[slot as usize].pos as usize].due)
+    }
+
+    /// [`reschedule`](Self::reschedule) of the entry `probe` found in the
+    /// unchanged heap, if it found one. Runs no user code.
+    pub(crate) fn reschedule_probed(&mut self, probe: Probe, due: i64) -> Option<i64> {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            probe.at,
+            (self.len(), self.next_seq),
+            "the heap changed since the probe"
+        );
+        let slot = probe.slot?;
         let pos = self.meta[slot as usize].pos as usize;
         let before = self.nodes[pos];
         self.nodes[pos].due = due;

@@ -12,7 +12,6 @@ use super::few::Few;
 use super::outcome::Abandon;
 use super::shared::{Key, Mode, Shared, State, NEAR};
 use super::task::{Lookup, Task, TaskKey};
-use super::time::NEVER;
 use crate::contain::drop_quietly;
 use crate::heap::Inserted;
 use crate::sync::MutexGuard;
@@ -221,11 +220,10 @@ impl<K: Key> Shared<K> {
                 return false;
             }
         }
-        if st.pending.get(key).is_none_or(|(d, _)| d == NEVER) {
+        let head = st.pending.peek_due();
+        if st.pending.reschedule(key, due).is_none() {
             return false;
         }
-        let head = st.pending.peek_due();
-        st.pending.reschedule(key, due);
         if st.pending.peek_due() != head {
             self.notify_leader();
         }

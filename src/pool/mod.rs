@@ -12,7 +12,8 @@
 //! - `task.rs` (the task record: what a heap entry can be), `context.rs`
 //!   (what a running task can read of itself);
 //! - `pending.rs` (the pending tasks: the heap, and the ready lane of tasks
-//!   due on arrival beside it), `hold.rs` (the workers' holds);
+//!   due on arrival beside it; `pending/held.rs` the lookups into the
+//!   holds, filling and taking them over), `hold.rs` (the workers' holds);
 //! - `handoff.rs` (the mailbox the free workers wait on, what travels
 //!   through it; the lead token), `exclusive.rs` (busy and held keys),
 //!   `builder.rs` (configuration);

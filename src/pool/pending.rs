@@ -48,13 +48,14 @@
 //!   misses per start (a burst scheduled in batches drained at half the
 //!   rate of one scheduled a task per call).
 
-use super::fault::{Fault, Faults};
-use super::hold::{Held, Hold, HOLD_MAX};
+use super::fault::Faults;
+use super::hold::Hold;
 use super::task::{Lookup, PoolEntry, Task, TaskKey};
+use super::time::NEVER;
 use crate::heap::{Entry, IndexedHeap, Inserted, Probe, Retired};
-use crate::sync::{Arc, MutexGuard};
-use lane::{Filed, Index, Lane, Queue};
-use std::collections::VecDeque;
+use crate::sync::Arc;
+use held::{held_by, HeldAt};
+use lane::{Index, Lane, Queue};
 use std::hash::Hash;
 
 /// A lane this long or more gives its buffers up when it empties.
@@ -80,17 +81,6 @@ pub(crate) struct Pending<K> {
     faults: Faults,
 }
 
-/// The record of a task moved into a hold.
-#[derive(Clone, Copy)]
-struct HeldAt {
-    /// The lane's hash of its key.
-    hash: u64,
-    /// Whose hold.
-    worker: usize,
-    /// Its stamp.
-    seq: u64,
-}
-
 /// Buffers given up, to free once the state lock is released.
 pub(crate) struct Given<K> {
     /// The heap's.
@@ -104,39 +94,6 @@ impl<K> Given<K> {
     pub(crate) fn is_empty(&self) -> bool {
         self.heap.is_empty() && self.lane.is_none()
     }
-}
-
-/// A record's bit in `Pending::held_filter`: the top seven bits of the
-/// lane's hash of its key.
-fn bucket(hash: u64) -> u128 {
-    1 << (hash >> 57)
-}
-
-/// The holds, locked one after another, if any task went into one since
-/// its worker last came back for more (there are records); none else.
-fn held_by<'a, K>(
-    holds: &'a [Hold<K>],
-    held: &[HeldAt],
-) -> impl Iterator<Item = MutexGuard<'a, Held<K>>> {
-    let any = !held.is_empty();
-    holds.iter().filter(move |_| any).map(Hold::lock)
-}
-
-/// The hold in which `key`'s task waits, locked, and where in it; `hash`
-/// is the lane's hash of the key. Runs the key's `Eq`.
-fn find_held<'a, K: Eq, Q: ?Sized + Lookup<K>>(
-    holds: &'a [Hold<K>],
-    held: &[HeldAt],
-    hash: u64,
-    key: &Q,
-) -> Option<(MutexGuard<'a, Held<K>>, usize)> {
-    for at in held.iter().filter(|at| at.hash == hash) {
-        let hold = holds[at.worker].lock();
-        if let Some(i) = hold.position(key, Some(at.seq)) {
-            return Some((hold, i));
-        }
-    }
-    None
 }
 
 /// The lane's hash of a key, from the heap's 32 bits, spread over 64 (the
@@ -155,19 +112,6 @@ impl<K> Pending<K> {
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// Tasks waiting in holds (none without a record).
-    fn held_len(&self) -> usize {
-        held_by(&self.holds, &self.held)
-            .map(|h| h.waiting.len())
-            .sum()
-    }
-
-    /// True if a task waits in a hold: it is due, so a free worker should
-    /// take it (step 4c). Locks the holds that may hold any.
-    pub(crate) fn held_waiting(&self) -> bool {
-        !self.faults.has(Fault::HoldNotShared) && self.held_len() > 0
-    }
 }
 
 impl<K: Hash + Eq> Pending<K> {
@@ -181,20 +125,6 @@ impl<K: Hash + Eq> Pending<K> {
             held_filter: 0,
             faults,
         }
-    }
-
-    /// The hold in which `key`'s task waits, locked, and where in it;
-    /// `hash` is the lane's hash of the key. Runs the key's `Eq`.
-    fn find_held<Q: ?Sized + Lookup<K>>(
-        &self,
-        hash: u64,
-        key: &Q,
-    ) -> Option<(MutexGuard<'_, Held<K>>, usize)> {
-        let absent = self.held_filter & bucket(hash) == 0;
-        if absent || self.faults.has(Fault::LookupSkipsHolds) {
-            return None;
-        }
-        find_held(&self.holds, &self.held, hash, key)
     }
 
     /// The earliest due time. Runs no user code, and reads no stamp (the
@@ -280,26 +210,6 @@ impl<K: Hash + Eq> Pending<K> {
     /// True if `key` has a pending task.
     pub(crate) fn contains_key<Q: ?Sized + Lookup<K>>(&self, key: &Q) -> bool {
         self.get(key).is_some()
-    }
-
-    /// Take `key`'s task out of the hold it waits in (only the one stamped
-    /// `seq`, if given); `hash` is the lane's hash of the key.
-    fn take_held<Q: ?Sized + Lookup<K>>(
-        &mut self,
-        hash: u64,
-        key: &Q,
-        seq: Option<u64>,
-    ) -> Option<PoolEntry<K>> {
-        let (mut hold, i) = self.find_held(hash, key)?;
-        if seq.is_some_and(|seq| hold.waiting[i].1.seq != seq) {
-            return None;
-        }
-        let (_, entry) = hold.waiting.remove(i)?;
-        drop(hold);
-        let seq = entry.seq;
-        self.held.retain(|at| at.seq != seq);
-        self.refilter();
-        Some(entry)
     }
 
     /// Admit a task (step 6): replace `key`'s pending task, or add a new one
@@ -424,14 +334,18 @@ impl<K: Hash + Eq> Pending<K> {
     }
 
     /// Move `key`'s pending task to `due`, keeping its task and stamp; its
-    /// old due time, or `None` if nothing is pending under it.
+    /// old due time, or `None` if nothing is pending under it. A running
+    /// periodic task's stand-in (due [`NEVER`]) is not pending and stays.
+    /// The key is looked up once.
     pub(crate) fn reschedule<Q: ?Sized + Lookup<K>>(&mut self, key: &Q, due: i64) -> Option<i64> {
         let mut entry = match self.probe(key) {
             (_, Some(pos)) => self.lane.take(pos),
-            (probe, None) => match self.take_held_probed(&probe, key) {
-                Some(entry) => entry,
-                None => return self.heap.reschedule_equivalent(key, due),
-            },
+            // A stand-in is never due, so never in the lane or a hold.
+            (probe, None) if probe.found() => {
+                self.heap.due_probed(&probe).filter(|&d| d != NEVER)?;
+                return self.heap.reschedule_probed(probe, due);
+            }
+            (probe, None) => self.take_held_probed(&probe, key)?,
         };
         let old = entry.due;
         entry.due = due;
@@ -519,124 +433,6 @@ impl<K: Hash + Eq> Pending<K> {
         out
     }
 
-    /// Step 4b: after a start from the lane, move up to [`HOLD_MAX`] - 1
-    /// more due plain one-shot tasks from the lane's front into
-    /// `worker`'s hold (if it is empty: only its worker fills it, once it
-    /// has emptied it, and a take-over may have just given it tasks),
-    /// while the lane holds a backlog (two tasks per worker of `workers`
-    /// for each one taken) and its front comes before the heap's head.
-    /// Returns how many moved and how many now wait in the hold. Runs no
-    /// user code.
-    pub(crate) fn fill_hold(&mut self, now: i64, worker: usize, workers: usize) -> (usize, usize) {
-        let waiting = self.holds[worker].lock().waiting.len();
-        if waiting > 0 {
-            return (0, waiting); // it took over another's tasks (step 4c)
-        }
-        self.forget_held(worker);
-        // Under loom a hold takes whatever is due, so that two tasks
-        // exercise it.
-        let per = if cfg!(loom) { 1 } else { 2 * workers };
-        let n = (self.lane.live / per).min(HOLD_MAX - 1);
-        if n == 0 {
-            return (0, 0);
-        }
-        let mut hold = self.holds[worker].lock();
-        while hold.waiting.len() < n {
-            let Some(Some((hash, front))) = self.lane.queue.front() else {
-                break;
-            };
-            let (due, seq, hash) = (front.due, front.seq, *hash);
-            let plain = matches!(front.value, Task::Once(_) | Task::Watched(_));
-            let heap_first = self.heap.peek_stamp().is_some_and(|h| h < (due, seq));
-            if due > now || !plain || heap_first {
-                break;
-            }
-            hold.waiting.push_back(self.lane.take_filed(self.lane.base));
-            self.held.push(HeldAt { hash, worker, seq });
-            self.held_filter |= bucket(hash);
-        }
-        (hold.waiting.len(), hold.waiting.len())
-    }
-
-    /// Rebuild the filter from the records that are left.
-    fn refilter(&mut self) {
-        self.held_filter = self.held.iter().fold(0, |f, at| f | bucket(at.hash));
-    }
-
-    /// Drop `worker`'s records: its hold is empty (it is back for more).
-    pub(crate) fn forget_held(&mut self, worker: usize) {
-        if !self.held.is_empty() {
-            self.held.retain(|at| at.worker != worker);
-            self.refilter();
-        }
-    }
-
-    /// Step 4 for a worker whose own hold is empty: take out the earliest
-    /// due task, in (due, stamp) order, for `worker` to start at once:
-    /// the heap's or the lane's head if due, or the first task of another
-    /// worker's hold (step 4c), whose tasks were due when they went in.
-    /// Runs no user code.
-    pub(crate) fn next_due(&mut self, now: i64, worker: usize) -> Option<PoolEntry<K>> {
-        match self.earliest_held(worker) {
-            Some((front, from)) if self.first_due(now).is_none_or(|head| front < head) => {
-                self.take_over(from, worker)
-            }
-            _ => self.pop_due(now),
-        }
-    }
-
-    /// Due time and stamp of the heap's or the lane's head, whichever
-    /// comes first, if it is due by `now`.
-    fn first_due(&self, now: i64) -> Option<(i64, u64)> {
-        let heap = self.heap.peek_stamp().filter(|&(due, _)| due <= now);
-        let lane = self.lane.first().filter(|&(due, _)| due <= now);
-        match (heap, lane) {
-            (Some(h), Some(l)) => Some(h.min(l)),
-            (h, l) => h.or(l),
-        }
-    }
-
-    /// The first task waiting in a hold other than `worker`'s, by (due,
-    /// stamp), and whose hold it is in.
-    fn earliest_held(&self, worker: usize) -> Option<((i64, u64), usize)> {
-        if self.held.is_empty() || self.faults.has(Fault::HoldNotShared) {
-            return None;
-        }
-        let fronts = self.holds.iter().enumerate().filter(|&(w, _)| w != worker);
-        let fronts = fronts.filter_map(|(w, hold)| {
-            let hold = hold.lock();
-            hold.waiting.front().map(|(_, e)| ((e.due, e.seq), w))
-        });
-        fronts.min()
-    }
-
-    /// Step 4c: take the first half of `from`'s hold over for `to`: the
-    /// first task to start at once, the rest into `to`'s hold (empty: it
-    /// is `to`'s worker that asks), in order, their records moved along.
-    fn take_over(&mut self, from: usize, to: usize) -> Option<PoolEntry<K>> {
-        let mut taken: VecDeque<Filed<K>> = {
-            let mut hold = self.holds[from].lock();
-            let half = hold.waiting.len().div_ceil(2);
-            hold.waiting.drain(..half).collect()
-        };
-        let (_, first) = taken.pop_front()?;
-        let moved: Vec<u64> = taken.iter().map(|(_, e)| e.seq).collect();
-        self.holds[to].lock().waiting.extend(taken);
-        self.held.retain(|at| at.seq != first.seq);
-        for at in self.held.iter_mut().filter(|at| moved.contains(&at.seq)) {
-            at.worker = to;
-        }
-        self.refilter();
-        Some(first)
-    }
-
-    /// Call `f` with each task waiting in a hold.
-    pub(crate) fn each_held(&self, mut f: impl FnMut(&PoolEntry<K>)) {
-        for hold in held_by(&self.holds, &self.held) {
-            hold.waiting.iter().for_each(|(_, e)| f(e));
-        }
-    }
-
     /// Tasks in the heap (its slots are numbered `0..heap_len()`).
     pub(crate) fn heap_len(&self) -> usize {
         self.heap.len()
@@ -713,17 +509,11 @@ impl<K: Hash + Eq> Pending<K> {
         if matches!(self.lane.queue.front(), Some(None)) {
             return Err("a hole at the lane's front".into());
         }
-        if self
-            .held
-            .iter()
-            .any(|at| self.held_filter & bucket(at.hash) == 0)
-        {
-            return Err("a held task's record is missing from the filter".into());
-        }
-        Ok(())
+        self.check_held_records()
     }
 }
 
+mod held;
 mod lane;
 #[cfg(test)]
 mod tests;

@@ -399,31 +399,6 @@ fn a_listener_may_call_the_pool() {
     assert_eq!(*lens.lock().unwrap(), vec![1, 0]);
 }
 
-/// A key that counts its clones; equal and hashed by its number.
-#[derive(Debug)]
-struct Counted(u32, Arc<AtomicU32>);
-
-impl PartialEq for Counted {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl Eq for Counted {}
-
-impl std::hash::Hash for Counted {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.0.hash(h);
-    }
-}
-
-impl Clone for Counted {
-    fn clone(&self) -> Self {
-        self.1.fetch_add(1, SeqCst);
-        Counted(self.0, self.1.clone())
-    }
-}
-
 /// Clones of keys the pool made while it ran 4 keyed detached tasks, and
 /// while it cancelled a fifth, with or without a completion channel.
 fn key_clones(stream: bool) -> (u32, u32) {

@@ -243,31 +243,6 @@ fn outside_a_run_there_is_no_context() {
     assert_eq!(*in_scheduler.lock().unwrap(), Some(false));
 }
 
-/// A key that counts its clones; equal and hashed by its number.
-#[derive(Debug)]
-struct Counted(u32, Arc<AtomicU32>);
-
-impl PartialEq for Counted {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl Eq for Counted {}
-
-impl std::hash::Hash for Counted {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.0.hash(h);
-    }
-}
-
-impl Clone for Counted {
-    fn clone(&self) -> Self {
-        self.1.fetch_add(1, SeqCst);
-        Counted(self.0, self.1.clone())
-    }
-}
-
 #[test]
 fn the_key_is_cloned_only_for_a_task_that_asks_for_it() {
     let clones = Arc::new(AtomicU32::new(0));

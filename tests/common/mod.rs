@@ -90,3 +90,29 @@ pub fn block_a_worker(
         .expect("the blocking task started");
     (blocker, release_tx)
 }
+
+/// A key that counts its clones in its shared counter; equal and hashed by
+/// its number alone, so clones of one key are the same key.
+#[derive(Debug)]
+pub struct Counted(pub u32, pub std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl PartialEq for Counted {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Counted {}
+
+impl std::hash::Hash for Counted {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.hash(h);
+    }
+}
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Counted(self.0, self.1.clone())
+    }
+}

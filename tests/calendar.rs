@@ -1,17 +1,22 @@
 //! Calendar tasks on a manual clock: daylight-saving vectors in five zones,
 //! leap days, refusals, missed-tick policies, cancel and replace, and steps
-//! of the wall clock. The expected instants come from the vectors in
-//! `src/calendar/tests.rs` (computed independently of jiff and croner).
+//! of the wall clock. The daylight-saving vectors are those the next-tick
+//! function is held to (`src/calendar/tests/vectors.rs`, computed
+//! independently of jiff and croner), included here by path.
 
 mod common;
 use common::*;
+
+#[path = "../src/calendar/tests/vectors.rs"]
+mod vectors;
+use vectors::*;
 
 use jiff::Timestamp;
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, SystemTime};
 use timerpool::{
-    Calendar, CalendarError, Clock, ManualClock, MissedTicks, Next, OnPanic, Outcome, Repeat,
-    TimerPool,
+    Calendar, CalendarError, Clock, ManualClock, MissedTicks, Next, OnPanic, Outcome,
+    PeriodicHandle, Repeat, TimerPool,
 };
 
 const MIN: Duration = Duration::from_secs(60);
@@ -41,6 +46,19 @@ fn ticker(clock: &ManualClock) -> (impl FnMut() + Send + 'static, Receiver<Syste
     (move || tx.send(c.wall_time()).unwrap(), rx)
 }
 
+/// Schedule under `key` a task that runs from `first` on as `repeat` says
+/// and sends the wall time at each run.
+fn ticking(
+    pool: &TimerPool<u64>,
+    clock: &ManualClock,
+    key: u64,
+    first: Duration,
+    repeat: Repeat,
+) -> (PeriodicHandle<u64>, Receiver<SystemTime>) {
+    let (f, rx) = ticker(clock);
+    (pool.schedule_repeating(key, first, repeat, f).unwrap(), rx)
+}
+
 /// Every wall time sent so far.
 fn drain(rx: &Receiver<SystemTime>) -> Vec<String> {
     rx.try_iter().map(show).collect()
@@ -50,11 +68,8 @@ fn drain(rx: &Receiver<SystemTime>) -> Vec<String> {
 /// return the wall times of its runs.
 fn runs(expr: &str, zone: &str, from: &str, until: &str) -> Vec<String> {
     let (clock, pool) = pool_at(from);
-    let (f, rx) = ticker(&clock);
     let repeat = Repeat::calendar(Calendar::new(expr, zone).unwrap());
-    let h = pool
-        .schedule_repeating(1, Duration::ZERO, repeat, f)
-        .unwrap();
+    let (h, rx) = ticking(&pool, &clock, 1, Duration::ZERO, repeat);
     let span = at(until).duration_since(at(from)).unwrap();
     pool.advance(span).unwrap();
     assert_eq!(h.missed(), 0, "{expr} in {zone}");
@@ -65,233 +80,80 @@ fn want(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| show(at(s))).collect()
 }
 
+/// A pool on a manual clock runs `v`'s calendar at exactly `v`'s ticks.
+fn check(v: &Vector) {
+    assert_eq!(
+        runs(v.expr, v.zone, v.from, v.until),
+        want(v.ticks),
+        "{} in {}",
+        v.expr,
+        v.zone
+    );
+}
+
 #[test]
 fn new_york_spring_forward() {
-    assert_eq!(
-        runs(
-            "30 2 * * *",
-            "America/New_York",
-            "2026-03-07T00:00Z",
-            "2026-03-09T12:00Z"
-        ),
-        want(&[
-            "2026-03-07T07:30Z",
-            "2026-03-08T07:00Z",
-            "2026-03-09T06:30Z"
-        ])
-    );
-    assert_eq!(
-        runs(
-            "*/15 * * * *",
-            "America/New_York",
-            "2026-03-08T06:20Z",
-            "2026-03-08T07:20Z"
-        ),
-        want(&[
-            "2026-03-08T06:30Z",
-            "2026-03-08T06:45Z",
-            "2026-03-08T07:00Z",
-            "2026-03-08T07:15Z"
-        ])
-    );
-    assert_eq!(
-        runs(
-            "0 2,3 * * *",
-            "America/New_York",
-            "2026-03-08T00:00Z",
-            "2026-03-08T12:00Z"
-        ),
-        want(&["2026-03-08T07:00Z"])
-    );
+    check(&NEW_YORK_SPRING_FIXED);
+    check(&NEW_YORK_SPRING_INTERVAL);
+    check(&NEW_YORK_SPRING_TWO_TIMES_ONE_INSTANT);
 }
 
 #[test]
 fn new_york_fall_back() {
-    assert_eq!(
-        runs(
-            "30 1 * * *",
-            "America/New_York",
-            "2026-10-31T00:00Z",
-            "2026-11-02T12:00Z"
-        ),
-        want(&[
-            "2026-10-31T05:30Z",
-            "2026-11-01T05:30Z",
-            "2026-11-02T06:30Z"
-        ])
-    );
-    assert_eq!(
-        runs(
-            "*/15 * * * *",
-            "America/New_York",
-            "2026-11-01T05:20Z",
-            "2026-11-01T07:05Z"
-        ),
-        want(&[
-            "2026-11-01T05:30Z",
-            "2026-11-01T05:45Z",
-            "2026-11-01T06:00Z",
-            "2026-11-01T06:15Z",
-            "2026-11-01T06:30Z",
-            "2026-11-01T06:45Z",
-            "2026-11-01T07:00Z",
-        ])
-    );
+    check(&NEW_YORK_FALL_FIXED);
+    check(&NEW_YORK_FALL_INTERVAL);
 }
 
 #[test]
 fn berlin_both_transitions() {
-    assert_eq!(
-        runs(
-            "30 2 * * *",
-            "Europe/Berlin",
-            "2026-03-28T00:00Z",
-            "2026-03-30T12:00Z"
-        ),
-        want(&[
-            "2026-03-28T01:30Z",
-            "2026-03-29T01:00Z",
-            "2026-03-30T00:30Z"
-        ])
-    );
-    assert_eq!(
-        runs(
-            "30 2 * * *",
-            "Europe/Berlin",
-            "2026-10-24T00:00Z",
-            "2026-10-26T12:00Z"
-        ),
-        want(&[
-            "2026-10-24T00:30Z",
-            "2026-10-25T00:30Z",
-            "2026-10-26T01:30Z"
-        ])
-    );
+    BERLIN.iter().for_each(check);
 }
 
 #[test]
 fn sydney_both_transitions() {
-    assert_eq!(
-        runs(
-            "30 2 * * *",
-            "Australia/Sydney",
-            "2026-04-03T00:00Z",
-            "2026-04-05T20:00Z"
-        ),
-        want(&[
-            "2026-04-03T15:30Z",
-            "2026-04-04T15:30Z",
-            "2026-04-05T16:30Z"
-        ])
-    );
-    assert_eq!(
-        runs(
-            "30 2 * * *",
-            "Australia/Sydney",
-            "2026-10-02T00:00Z",
-            "2026-10-04T20:00Z"
-        ),
-        want(&[
-            "2026-10-02T16:30Z",
-            "2026-10-03T16:00Z",
-            "2026-10-04T15:30Z"
-        ])
-    );
+    SYDNEY.iter().for_each(check);
 }
 
 #[test]
 fn lord_howe_half_hour_shifts() {
-    assert_eq!(
-        runs(
-            "45 1 * * *",
-            "Australia/Lord_Howe",
-            "2026-04-03T00:00Z",
-            "2026-04-05T20:00Z"
-        ),
-        want(&[
-            "2026-04-03T14:45Z",
-            "2026-04-04T14:45Z",
-            "2026-04-05T15:15Z"
-        ])
-    );
-    assert_eq!(
-        runs(
-            "*/15 * * * *",
-            "Australia/Lord_Howe",
-            "2026-04-04T14:20Z",
-            "2026-04-04T15:35Z"
-        ),
-        want(&[
-            "2026-04-04T14:30Z",
-            "2026-04-04T14:45Z",
-            "2026-04-04T15:00Z",
-            "2026-04-04T15:15Z",
-            "2026-04-04T15:30Z",
-        ])
-    );
-    assert_eq!(
-        runs(
-            "15 2 * * *",
-            "Australia/Lord_Howe",
-            "2026-10-02T00:00Z",
-            "2026-10-04T20:00Z"
-        ),
-        want(&[
-            "2026-10-02T15:45Z",
-            "2026-10-03T15:30Z",
-            "2026-10-04T15:15Z"
-        ])
-    );
+    LORD_HOWE.iter().for_each(check);
 }
 
 #[test]
 fn santiago_missing_midnight() {
-    assert_eq!(
-        runs(
-            "@daily",
-            "America/Santiago",
-            "2026-09-05T00:00Z",
-            "2026-09-07T12:00Z"
-        ),
-        want(&[
-            "2026-09-05T04:00Z",
-            "2026-09-06T04:00Z",
-            "2026-09-07T03:00Z"
-        ])
-    );
+    check(&SANTIAGO);
 }
 
 #[test]
 fn leap_days() {
-    assert_eq!(
-        runs(
+    for (expr, from, until, tick) in [
+        (
             "0 12 29 2 *",
-            "America/New_York",
             "2028-02-28T00:00Z",
-            "2028-03-01T00:00Z"
+            "2028-03-01T00:00Z",
+            "2028-02-29T17:00Z",
         ),
-        want(&["2028-02-29T17:00Z"])
-    );
-    assert_eq!(
-        runs(
+        (
             "0 0 L 2 *",
-            "America/New_York",
             "2028-02-28T00:00Z",
-            "2028-03-01T00:00Z"
+            "2028-03-01T00:00Z",
+            "2028-02-29T05:00Z",
         ),
-        want(&["2028-02-29T05:00Z"])
-    );
-    // In a common year the last day of February is the 28th, and the 29th
-    // is four years away.
-    assert_eq!(
-        runs(
+        // In a common year the last day of February is the 28th.
+        (
             "0 0 L 2 *",
-            "America/New_York",
             "2027-02-27T00:00Z",
-            "2027-03-01T00:00Z"
+            "2027-03-01T00:00Z",
+            "2027-02-28T05:00Z",
         ),
-        want(&["2027-02-28T05:00Z"])
-    );
+    ] {
+        assert_eq!(
+            runs(expr, "America/New_York", from, until),
+            want(&[tick]),
+            "{expr} from {from}"
+        );
+    }
+    // After a leap day the 29th is four years away.
     let leap = Calendar::new("0 12 29 2 *", "America/New_York").unwrap();
     assert_eq!(
         show(leap.next_after(at("2028-03-01T00:00Z")).unwrap()),

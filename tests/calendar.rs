@@ -15,11 +15,12 @@ use jiff::Timestamp;
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, SystemTime};
 use timerpool::{
-    Calendar, CalendarError, Clock, ManualClock, MissedTicks, Next, OnPanic, Outcome,
-    PeriodicHandle, Repeat, TimerPool,
+    Calendar, CalendarError, Clock, CompletionReceiver, ManualClock, MissedTicks, Next, OnPanic,
+    Outcome, PeriodicHandle, Repeat, TimerPool,
 };
 
 const MIN: Duration = Duration::from_secs(60);
+const DAY: Duration = Duration::from_secs(24 * 3600);
 
 /// The instant written `s` (RFC 3339) as a `SystemTime`.
 fn at(s: &str) -> SystemTime {
@@ -59,6 +60,11 @@ fn ticking(
     (pool.schedule_repeating(key, first, repeat, f).unwrap(), rx)
 }
 
+/// `expr` read in UTC.
+fn utc(expr: &str) -> Repeat {
+    Repeat::cron(expr, "UTC").unwrap()
+}
+
 /// Every wall time sent so far.
 fn drain(rx: &Receiver<SystemTime>) -> Vec<String> {
     rx.try_iter().map(show).collect()
@@ -76,6 +82,12 @@ fn runs(expr: &str, zone: &str, from: &str, until: &str) -> Vec<String> {
     drain(&rx)
 }
 
+/// The outcomes of every record on the completion stream so far.
+fn outcomes(done: &CompletionReceiver<u64>) -> Vec<Outcome<()>> {
+    done.try_iter().map(|r| r.outcome).collect()
+}
+
+/// The instants of `v` in the form [`show`] gives.
 fn want(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| show(at(s))).collect()
 }
@@ -181,13 +193,8 @@ fn bad_expressions_and_zones_are_clear_errors() {
 /// up to 11:05 and its missed ticks.
 fn busy(policy: MissedTicks) -> (Vec<String>, u64) {
     let (clock, pool) = pool_at("2026-06-01T10:01Z");
-    let (f, rx) = ticker(&clock);
-    let repeat = Repeat::cron("*/15 * * * *", "UTC")
-        .unwrap()
-        .missed_ticks(policy);
-    let h = pool
-        .schedule_repeating(1, Duration::ZERO, repeat, f)
-        .unwrap();
+    let repeat = utc("*/15 * * * *").missed_ticks(policy);
+    let (h, rx) = ticking(&pool, &clock, 1, Duration::ZERO, repeat);
     let (started_tx, started_rx) = channel();
     let (release_tx, release_rx) = channel::<()>();
     pool.schedule(2, MIN * 13, move || {
@@ -208,55 +215,30 @@ fn busy(policy: MissedTicks) -> (Vec<String>, u64) {
 
 #[test]
 fn a_tick_missed_while_busy_follows_each_policy() {
-    let late = "2026-06-01T10:50Z";
-    let (ran, missed) = busy(MissedTicks::Skip);
-    assert_eq!(ran, want(&[late, "2026-06-01T11:00Z"]));
-    assert_eq!(missed, 2);
-    let (ran, missed) = busy(MissedTicks::Burst);
-    assert_eq!(ran, want(&[late, late, late, "2026-06-01T11:00Z"]));
-    assert_eq!(missed, 0);
-    // A calendar has no period to shift by: `Delay` keeps to it as `Skip` does.
-    let (ran, missed) = busy(MissedTicks::Delay);
-    assert_eq!(ran, want(&[late, "2026-06-01T11:00Z"]));
-    assert_eq!(missed, 2);
+    let (late, next) = ("2026-06-01T10:50Z", "2026-06-01T11:00Z");
+    for (policy, ran, missed) in [
+        (MissedTicks::Skip, &[late, next][..], 2),
+        (MissedTicks::Burst, &[late, late, late, next], 0),
+        // A calendar has no period to shift by: `Delay` keeps to it as
+        // `Skip` does.
+        (MissedTicks::Delay, &[late, next], 2),
+    ] {
+        assert_eq!(busy(policy), (want(ran), missed), "{policy:?}");
+    }
 }
 
 #[test]
 fn cancel_and_replace_a_calendar_task() {
     let (clock, pool) = pool_at("2026-06-01T08:59Z");
-    let (f, rx) = ticker(&clock);
-    let h = pool
-        .schedule_repeating(
-            7,
-            Duration::ZERO,
-            Repeat::cron("0 9 * * *", "UTC").unwrap(),
-            f,
-        )
-        .unwrap();
+    let (h, rx) = ticking(&pool, &clock, 7, Duration::ZERO, utc("0 9 * * *"));
     pool.advance(MIN * 2).unwrap();
     assert_eq!(drain(&rx), want(&["2026-06-01T09:00Z"]));
     assert!(h.cancel());
     assert_eq!(h.wait_timeout(BOUND).unwrap(), Outcome::Cancelled);
     assert!(!pool.is_pending(&7));
 
-    let (f, rx) = ticker(&clock);
-    let old = pool
-        .schedule_repeating(
-            7,
-            Duration::ZERO,
-            Repeat::cron("0 10 * * *", "UTC").unwrap(),
-            f,
-        )
-        .unwrap();
-    let (g, rx2) = ticker(&clock);
-    let new = pool
-        .schedule_repeating(
-            7,
-            Duration::ZERO,
-            Repeat::cron("30 9 * * *", "UTC").unwrap(),
-            g,
-        )
-        .unwrap();
+    let (old, rx) = ticking(&pool, &clock, 7, Duration::ZERO, utc("0 10 * * *"));
+    let (new, rx2) = ticking(&pool, &clock, 7, Duration::ZERO, utc("30 9 * * *"));
     assert_eq!(old.wait_timeout(BOUND).unwrap(), Outcome::Replaced);
     pool.advance(MIN * 90).unwrap();
     assert!(drain(&rx).is_empty(), "the replaced task never runs");
@@ -268,15 +250,7 @@ fn cancel_and_replace_a_calendar_task() {
 #[test]
 fn a_wall_clock_stepped_back_neither_runs_early_nor_repeats_a_tick() {
     let (clock, pool) = pool_at("2026-06-01T08:30Z");
-    let (f, rx) = ticker(&clock);
-    let h = pool
-        .schedule_repeating(
-            1,
-            Duration::ZERO,
-            Repeat::cron("0 9 * * *", "UTC").unwrap(),
-            f,
-        )
-        .unwrap();
+    let (h, rx) = ticking(&pool, &clock, 1, Duration::ZERO, utc("0 9 * * *"));
     // Back an hour before the tick: the monotonic deadline passes, the wall
     // clock has not reached 09:00, nothing runs.
     clock.set_wall_time(at("2026-06-01T07:30Z"));
@@ -289,7 +263,7 @@ fn a_wall_clock_stepped_back_neither_runs_early_nor_repeats_a_tick() {
     clock.set_wall_time(at("2026-06-01T07:01Z"));
     pool.advance(MIN * 180).unwrap();
     assert!(drain(&rx).is_empty());
-    pool.advance(Duration::from_secs(24 * 3600)).unwrap();
+    pool.advance(DAY).unwrap();
     assert_eq!(drain(&rx), want(&["2026-06-02T09:00Z"]));
     assert_eq!((h.runs(), h.missed()), (2, 0));
 }
@@ -299,13 +273,8 @@ fn a_wall_clock_stepped_back_neither_runs_early_nor_repeats_a_tick() {
 /// recheck and its missed ticks.
 fn jump(policy: MissedTicks) -> (Vec<String>, u64) {
     let (clock, pool) = pool_at("2026-06-01T08:00Z");
-    let (f, rx) = ticker(&clock);
-    let repeat = Repeat::cron("0 9 * * *", "UTC")
-        .unwrap()
-        .missed_ticks(policy);
-    let h = pool
-        .schedule_repeating(1, Duration::ZERO, repeat, f)
-        .unwrap();
+    let repeat = utc("0 9 * * *").missed_ticks(policy);
+    let (h, rx) = ticking(&pool, &clock, 1, Duration::ZERO, repeat);
     pool.advance(MIN * 10).unwrap();
     clock.set_wall_time(at("2026-06-04T10:30Z"));
     pool.advance(MIN).unwrap();
@@ -334,11 +303,8 @@ fn a_wall_clock_jump_forward_is_seen_within_a_minute_and_caught_up_by_policy() {
 #[test]
 fn the_first_tick_is_the_first_at_or_after_first() {
     let (clock, pool) = pool_at("2026-06-01T08:00Z");
-    let (f, rx) = ticker(&clock);
     // Not before 09:30: the 09:00 tick is passed over, 10:00 is the first.
-    let h = pool
-        .schedule_repeating(1, MIN * 90, Repeat::cron("0 * * * *", "UTC").unwrap(), f)
-        .unwrap();
+    let (h, rx) = ticking(&pool, &clock, 1, MIN * 90, utc("0 * * * *"));
     pool.advance(MIN * 150).unwrap();
     assert_eq!(drain(&rx), want(&["2026-06-01T10:00Z"]));
     assert_eq!(h.missed(), 0);
@@ -347,41 +313,39 @@ fn the_first_tick_is_the_first_at_or_after_first() {
 #[test]
 fn a_calendar_that_runs_out_completes() {
     let (clock, pool) = pool_at("2030-12-31T23:00Z");
-    let (f, rx) = ticker(&clock);
-    let h = pool
-        .schedule_repeating(
-            1,
-            Duration::ZERO,
-            Repeat::cron("0 0 0 1 1 * 2031", "UTC").unwrap(),
-            f,
-        )
-        .unwrap();
+    let (h, rx) = ticking(&pool, &clock, 1, Duration::ZERO, utc("0 0 0 1 1 * 2031"));
     pool.advance(MIN * 120).unwrap();
     assert_eq!(drain(&rx), want(&["2031-01-01T00:00Z"]));
     assert_eq!(h.wait_timeout(BOUND).unwrap(), Outcome::Completed(()));
 }
 
+/// Schedule under key 1 a dynamic task on `0 9 * * *` (UTC) that sends the
+/// wall time at each run, asks for one extra run ten minutes after its
+/// first, and keeps to its calendar after that.
+fn one_extra_run(
+    pool: &TimerPool<u64>,
+    clock: &ManualClock,
+) -> (PeriodicHandle<u64>, Receiver<SystemTime>) {
+    let (mut tick, rx) = ticker(clock);
+    let mut first = true;
+    let f = move || {
+        tick();
+        match std::mem::take(&mut first) {
+            true => Next::After(MIN * 10),
+            false => Next::OnSchedule,
+        }
+    };
+    let h = pool
+        .schedule_dynamic(1, Duration::ZERO, utc("0 9 * * *"), f)
+        .unwrap();
+    (h, rx)
+}
+
 #[test]
 fn a_dynamic_calendar_task_adds_a_run_and_resumes_its_calendar() {
     let (clock, pool) = pool_at("2026-06-01T08:59Z");
-    let (tx, rx) = channel();
-    let c = clock.clone();
-    let mut first = true;
-    let h = pool
-        .schedule_dynamic(
-            1,
-            Duration::ZERO,
-            Repeat::cron("0 9 * * *", "UTC").unwrap(),
-            move || {
-                tx.send(c.wall_time()).unwrap();
-                match std::mem::take(&mut first) {
-                    true => Next::After(MIN * 10),
-                    false => Next::OnSchedule,
-                }
-            },
-        )
-        .unwrap();
-    pool.advance(Duration::from_secs(25 * 3600)).unwrap();
+    let (h, rx) = one_extra_run(&pool, &clock);
+    pool.advance(DAY + MIN * 60).unwrap();
     assert_eq!(
         drain(&rx),
         want(&[
@@ -396,28 +360,25 @@ fn a_dynamic_calendar_task_adds_a_run_and_resumes_its_calendar() {
 #[test]
 fn a_panicking_calendar_run_follows_the_panic_policy() {
     let (clock, pool) = pool_at("2026-06-01T08:59Z");
-    let (tx, rx) = channel();
-    let c = clock.clone();
-    let repeat = Repeat::cron("0 9 * * *", "UTC")
-        .unwrap()
-        .on_panic(OnPanic::Continue);
+    let (mut tick, rx) = ticker(&clock);
+    let repeat = utc("0 9 * * *").on_panic(OnPanic::Continue);
     let h = pool
         .schedule_repeating(1, Duration::ZERO, repeat, move || {
-            tx.send(c.wall_time()).unwrap();
+            tick();
             panic!("report failed");
         })
         .unwrap();
-    pool.advance(Duration::from_secs(25 * 3600)).unwrap();
+    pool.advance(DAY + MIN * 60).unwrap();
     assert_eq!(
         drain(&rx),
         want(&["2026-06-01T09:00Z", "2026-06-02T09:00Z"])
     );
     assert_eq!(h.panics(), 2);
-    let stop = Repeat::cron("0 9 * * *", "UTC").unwrap();
+    let stop = utc("0 9 * * *");
     let h = pool
         .schedule_repeating(2, Duration::ZERO, stop, || panic!("report failed"))
         .unwrap();
-    pool.advance(Duration::from_secs(24 * 3600)).unwrap();
+    pool.advance(DAY).unwrap();
     assert_eq!(
         h.wait_timeout(BOUND).unwrap(),
         Outcome::Panicked("report failed".to_string())
@@ -443,21 +404,13 @@ fn expiring_pool_at(wall: &str) -> (ManualClock, TimerPool<u64>) {
 fn a_late_recheck_is_no_expired_run_but_a_late_tick_is() {
     let (clock, pool) = expiring_pool_at("2026-06-01T08:00Z");
     let done = pool.completions().unwrap();
-    let (f, rx) = ticker(&clock);
-    let h = pool
-        .schedule_repeating(
-            1,
-            Duration::ZERO,
-            Repeat::cron("0 9 * * *", "UTC").unwrap(),
-            f,
-        )
-        .unwrap();
+    let (h, rx) = ticking(&pool, &clock, 1, Duration::ZERO, utc("0 9 * * *"));
     // The entry wakes at 08:01 to read the wall clock; the clock moves to
     // 08:05 in one step, so that wake starts four minutes late, far past
     // the tolerance, with nothing due on the wall clock.
     clock.advance(MIN * 5);
     pool.settle(BOUND).unwrap();
-    let records: Vec<_> = done.try_iter().map(|r| r.outcome).collect();
+    let records = outcomes(&done);
     assert!(records.is_empty(), "a recheck reported as {records:?}");
     assert_eq!((h.runs(), h.missed()), (0, 0));
     assert_eq!(pool.stats().lateness.count, 0, "a recheck is no sample");
@@ -466,36 +419,18 @@ fn a_late_recheck_is_no_expired_run_but_a_late_tick_is() {
     // and the next day's tick runs.
     clock.advance(MIN * 65);
     pool.settle(BOUND).unwrap();
-    let records: Vec<_> = done.try_iter().map(|r| r.outcome).collect();
-    assert_eq!(records, vec![Outcome::Expired]);
+    assert_eq!(outcomes(&done), vec![Outcome::Expired]);
     assert_eq!((h.runs(), h.missed()), (0, 1));
-    pool.advance(Duration::from_secs(24 * 3600)).unwrap();
+    pool.advance(DAY).unwrap();
     assert_eq!(drain(&rx), want(&["2026-06-02T09:00Z"]));
-    let records: Vec<_> = done.try_iter().map(|r| r.outcome).collect();
-    assert_eq!(records, vec![Outcome::Completed(())]);
+    assert_eq!(outcomes(&done), vec![Outcome::Completed(())]);
     assert_eq!((h.runs(), h.missed()), (1, 1));
 }
 
 #[test]
 fn due_of_a_calendar_task_is_its_tick_and_next_due_its_next_wake() {
     let (clock, pool) = pool_at("2026-06-01T08:00Z");
-    let (tx, rx) = channel();
-    let c = clock.clone();
-    let mut first = true;
-    let h = pool
-        .schedule_dynamic(
-            1,
-            Duration::ZERO,
-            Repeat::cron("0 9 * * *", "UTC").unwrap(),
-            move || {
-                tx.send(c.wall_time()).unwrap();
-                match std::mem::take(&mut first) {
-                    true => Next::After(MIN * 10),
-                    false => Next::OnSchedule,
-                }
-            },
-        )
-        .unwrap();
+    let (h, rx) = one_extra_run(&pool, &clock);
     // The tick is an hour ahead; the entry wakes within a minute to read
     // the wall clock again, and that is the pool's next wake.
     assert_eq!(pool.due_of(&1), Some(pool.now() + MIN * 60));

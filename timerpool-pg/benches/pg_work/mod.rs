@@ -1,10 +1,10 @@
-//! Workloads of the PostgreSQL benchmarks, shared by `benches/pg.rs` and
-//! `examples/pg_report.rs`: timerpool's nodes against a polling claimer
-//! (poll every second for due jobs, claim with SKIP LOCKED: the design of
-//! the existing PostgreSQL job queues), on the same server in the same run.
-//! The node workloads take a [`Kind`]: [`BLOCKING`] here, the `AsyncNode`
-//! in `tokio_kind.rs` (which needs feature `tokio`, so this module does not
-//! name it).
+//! Workloads of the PostgreSQL benchmarks, shared by `benches/pg.rs`,
+//! `benches/pg_async_node.rs` and `examples/pg_report.rs`: timerpool's
+//! nodes against a polling claimer (poll every second for due jobs, claim
+//! with SKIP LOCKED: the design of the existing PostgreSQL job queues), on
+//! the same server in the same run. The node workloads take a [`Kind`]:
+//! [`BLOCKING`] here, the `AsyncNode` in `tokio_kind.rs` (which needs
+//! feature `tokio`, so this module does not name it).
 #![allow(dead_code)] // each user runs a subset
 
 use cpu_time::ProcessTime;

@@ -4,7 +4,7 @@
 //! (default 3), each workload's implementations in an order that turns
 //! round from one run to the next, printed as the tables of
 //! `docs/benchmarks.md`. Needs feature `tokio` for the `AsyncNode`. Takes
-//! about six minutes; check `uptime` first, the figures move with other
+//! about seven minutes; check `uptime` first, the figures move with other
 //! load on the machine.
 //!
 //! ```text

@@ -1,22 +1,29 @@
-//! The PostgreSQL benchmark report: timerpool's nodes against a polling
-//! claimer (poll every 1 s, SKIP LOCKED claim) on the same server in the
-//! same run, medians of `--runs` runs (default 3), printed as the tables of
-//! `docs/durable.md`. Takes about four minutes; check `uptime` first, the
-//! figures move with other load on the machine.
+//! The PostgreSQL benchmark report: timerpool's blocking `Node` and its
+//! `AsyncNode` against a polling claimer (poll every 1 s, SKIP LOCKED
+//! claim) on the same server in the same run, medians of `--runs` runs
+//! (default 3), each workload's implementations in an order that turns
+//! round from one run to the next, printed as the tables of
+//! `docs/benchmarks.md`. Needs feature `tokio` for the `AsyncNode`. Takes
+//! about seven minutes; check `uptime` first, the figures move with other
+//! load on the machine.
 //!
 //! ```text
-//! cargo run --release -p timerpool-pg --example pg_report [-- --runs N]
+//! cargo run --release -p timerpool-pg --features tokio --example pg_report [-- --runs N]
 //! ```
 
 #[path = "../benches/pg_work/mod.rs"]
 mod pg_work;
+#[path = "../benches/pg_work/tokio_kind.rs"]
+mod tokio_kind;
 
 use pg_work::*;
 use std::time::Duration;
+use tokio_kind::ASYNC;
 
 const TIMERS: usize = 10_000;
 const SPREAD: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_secs(1);
+const KINDS: [Kind; 2] = [BLOCKING, ASYNC];
 
 fn median<T: Copy>(mut v: Vec<T>, key: impl Fn(&T) -> f64) -> T {
     v.sort_by(|a, b| key(a).total_cmp(&key(b)));
@@ -35,6 +42,27 @@ fn cpu(c: Cpu) -> String {
     )
 }
 
+/// One row of a workload: its name and how to run it once.
+type Entry<'a, T> = (String, Box<dyn Fn() -> T + 'a>);
+
+/// Runs every entry once per run, first to last in even runs and last to
+/// first in odd ones, so that no implementation always runs on the
+/// machine as the one before it left it; each entry's results in run
+/// order.
+fn alternating<T>(runs: usize, entries: &[Entry<'_, T>]) -> Vec<Vec<T>> {
+    let mut out: Vec<Vec<T>> = entries.iter().map(|_| Vec::with_capacity(runs)).collect();
+    for run in 0..runs {
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        if run % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            out[i].push((entries[i].1)());
+        }
+    }
+    out
+}
+
 fn late_row(name: &str, runs: Vec<Late>) {
     let early: usize = runs.iter().map(|l| l.early).sum();
     let m = median(runs, |l| l.p99_us as f64);
@@ -47,46 +75,71 @@ fn late_row(name: &str, runs: Vec<Late>) {
     );
 }
 
+fn late_table(runs: usize, entries: &[Entry<'_, Late>]) {
+    println!("| implementation | p50 ms | p99 ms | max ms | early | CPU client / server |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for ((name, _), results) in entries.iter().zip(alternating(runs, entries)) {
+        late_row(name, results);
+    }
+}
+
 fn main() {
     let mut runs = 3;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--runs" => runs = it.next().and_then(|v| v.parse().ok()).expect("--runs N"),
-            other => panic!("unknown argument {other}"),
+            "--runs" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(n) if n > 0 => runs = n,
+                _ => {
+                    eprintln!("--runs takes a number of runs, at least 1");
+                    std::process::exit(2);
+                }
+            },
+            other => {
+                eprintln!("unknown argument {other} (usage: pg_report [--runs N])");
+                std::process::exit(2);
+            }
         }
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at start: {}", load.trim());
-    println!("\n### Lateness: {TIMERS} timers over {SPREAD:?} (median of {runs} runs by p99)\n");
-    println!("| implementation | p50 ms | p99 ms | max ms | early | CPU client / server |");
-    println!("| --- | --- | --- | --- | --- | --- |");
-    late_row(
-        "timerpool node",
-        (0..runs)
-            .map(|_| lateness_timerpool(TIMERS, SPREAD))
-            .collect(),
-    );
-    late_row(
-        "polling claimer (1 s)",
-        (0..runs)
-            .map(|_| lateness_polling(TIMERS, SPREAD, POLL))
-            .collect(),
-    );
+    let order = "order turned round run by run";
 
     println!(
-        "\n### Preemption: a task due in 1 ms while the node sleeps toward one an hour away\n"
+        "\n### Lateness: {TIMERS} timers over {SPREAD:?}, 4 handlers at once ({order}; median of {runs} runs by p99)\n"
     );
-    println!("| implementation | p50 ms | p99 ms | max ms | early | CPU client / server |");
-    println!("| --- | --- | --- | --- | --- | --- |");
-    late_row(
-        "timerpool node (50 trials)",
-        (0..runs).map(|_| preemption_timerpool(50)).collect(),
+    let mut entries: Vec<Entry<'_, Late>> = KINDS
+        .iter()
+        .map(|k| -> Entry<'_, Late> {
+            (
+                k.name.to_string(),
+                Box::new(move || lateness(k, TIMERS, SPREAD)),
+            )
+        })
+        .collect();
+    entries.push((
+        "polling claimer (1 s)".into(),
+        Box::new(|| lateness_polling(TIMERS, SPREAD, POLL)),
+    ));
+    late_table(runs, &entries);
+
+    println!(
+        "\n### Preemption: a task due in 1 ms while the node sleeps toward one an hour away ({order}; median of {runs} runs by p99)\n"
     );
-    late_row(
-        "polling claimer (1 s, 10 trials)",
-        (0..runs).map(|_| preemption_polling(10, POLL)).collect(),
-    );
+    let mut entries: Vec<Entry<'_, Late>> = KINDS
+        .iter()
+        .map(|k| -> Entry<'_, Late> {
+            (
+                format!("{} (50 trials)", k.name),
+                Box::new(move || preemption(k, 50)),
+            )
+        })
+        .collect();
+    entries.push((
+        "polling claimer (1 s, 10 trials)".into(),
+        Box::new(|| preemption_polling(10, POLL)),
+    ));
+    late_table(runs, &entries);
 
     println!("\n### Schedule throughput, one connection (median of {runs} runs)\n");
     println!("| operation | per s | CPU client / server |");
@@ -97,35 +150,42 @@ fn main() {
         println!("| {} | {:.0} | {} |", all[0][i].0, m.per_s, cpu(m.cpu));
     }
 
-    println!("\n### End to end: 20,000 tasks due at once (median of {runs} runs)\n");
+    println!("\n### End to end: 20,000 tasks due at once ({order}; median of {runs} runs)\n");
     println!("| implementation | tasks/s | CPU client / server |");
     println!("| --- | --- | --- |");
+    let mut entries: Vec<Entry<'_, Rate>> = Vec::new();
     for n in [1, 3] {
-        let m = median((0..runs).map(|_| end_to_end(n, 20_000)).collect(), |r| {
-            r.per_s
-        });
-        println!(
-            "| timerpool, {n} node(s) × 2 workers | {:.0} | {} |",
-            m.per_s,
-            cpu(m.cpu)
-        );
+        for k in &KINDS {
+            entries.push((
+                format!("{}, {n} node(s) × 2 {}", k.name, k.unit),
+                Box::new(move || end_to_end_of(k, n, 20_000)),
+            ));
+        }
     }
-    let m = median(
-        (0..runs).map(|_| end_to_end_polling(20_000)).collect(),
-        |r| r.per_s,
-    );
-    println!(
-        "| polling claimer, 1 thread | {:.0} | {} |",
-        m.per_s,
-        cpu(m.cpu)
-    );
+    entries.push((
+        "polling claimer, 1 thread".into(),
+        Box::new(|| end_to_end_polling(20_000)),
+    ));
+    for ((name, _), results) in entries.iter().zip(alternating(runs, &entries)) {
+        let m = median(results, |r| r.per_s);
+        println!("| {name} | {:.0} | {} |", m.per_s, cpu(m.cpu));
+    }
 
-    println!("\n### Idle: 10,000 tasks an hour away, 30 s window, one run\n");
-    println!("| implementation | transactions/s | CPU client / server (both together) |");
-    println!("| --- | --- | --- |");
-    for (name, per_s, c) in idle_rates(10_000, Duration::from_secs(30)) {
-        println!("| {name} | {per_s:.2} | {} |", cpu(c));
+    let window = Duration::from_secs(30);
+    println!(
+        "\n### Idle: 10,000 tasks an hour away, {window:?} window, all side by side, one run\n"
+    );
+    println!("| implementation | transactions/s |");
+    println!("| --- | --- |");
+    let (rates, c) = idle_rates(&KINDS, 10_000, window);
+    let names = KINDS
+        .iter()
+        .map(|k| k.name)
+        .chain(["polling claimer (1 s)"]);
+    for (name, per_s) in names.zip(rates) {
+        println!("| {name} | {per_s:.2} |");
     }
+    println!("\nCPU client / server of all of them together: {}", cpu(c));
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("\nload average at end: {}", load.trim());
 }

@@ -1,7 +1,10 @@
-//! Workloads of the PostgreSQL benchmarks, shared by `benches/pg.rs` and
-//! `examples/pg_report.rs`: timerpool's nodes against a polling claimer
-//! (poll every second for due jobs, claim with SKIP LOCKED: the design of
-//! the existing PostgreSQL job queues), on the same server in the same run.
+//! Workloads of the PostgreSQL benchmarks, shared by `benches/pg.rs`,
+//! `benches/pg_async_node.rs` and `examples/pg_report.rs`: timerpool's
+//! nodes against a polling claimer (poll every second for due jobs, claim
+//! with SKIP LOCKED: the design of the existing PostgreSQL job queues), on
+//! the same server in the same run. The node workloads take a [`Kind`]:
+//! [`BLOCKING`] here, the `AsyncNode` in `tokio_kind.rs` (which needs
+//! feature `tokio`, so this module does not name it).
 #![allow(dead_code)] // each user runs a subset
 
 use cpu_time::ProcessTime;
@@ -103,26 +106,94 @@ fn late_of(mut us: Vec<i64>, cpu: Cpu) -> Late {
 }
 
 /// Signed lateness of `due` now, in µs.
-fn lateness_us(due: SystemTime) -> i64 {
+pub fn lateness_us(due: SystemTime) -> i64 {
     match SystemTime::now().duration_since(due) {
         Ok(d) => d.as_micros() as i64,
         Err(e) => -(e.duration().as_micros() as i64),
     }
 }
 
-/// A started timerpool node whose handler records lateness.
-pub fn node(schema: &str, workers: usize, prefetch: usize, sink: &Arc<Mutex<Vec<i64>>>) -> Node {
-    let sink = sink.clone();
-    Node::builder(config(), "bench")
-        .schema(schema)
-        .workers(workers)
-        .prefetch(prefetch)
+/// Where handlers record the lateness (µs) of each run.
+pub type Sink = Arc<Mutex<Vec<i64>>>;
+
+/// What the workloads need of a running node, of either kind.
+pub trait Running {
+    /// The node's id, which its sessions' `application_name` carries.
+    fn id(&self) -> String;
+    /// Outcomes the node has recorded.
+    fn recorded(&self) -> u64;
+    /// Stops the node and waits for it.
+    fn stop(self: Box<Self>);
+}
+
+impl Running for Node {
+    fn id(&self) -> String {
+        Node::id(self).to_string()
+    }
+    fn recorded(&self) -> u64 {
+        self.stats().recorded
+    }
+    fn stop(self: Box<Self>) {
+        self.shutdown()
+    }
+}
+
+/// How a workload starts a node: on the database `config` names, in
+/// `schema`, with `workers` handlers at once, `prefetch` (`None`: the
+/// default) and a handler `"h"` that pushes each run's lateness to `sink`.
+pub struct Spec<'a> {
+    pub config: postgres::Config,
+    pub schema: &'a str,
+    pub workers: usize,
+    pub prefetch: Option<usize>,
+    pub sink: &'a Sink,
+}
+
+/// A kind of timerpool node the workloads run.
+#[derive(Clone, Copy)]
+pub struct Kind {
+    /// Its name in the report's rows.
+    pub name: &'static str,
+    /// What its handlers at once are called: threads or slots.
+    pub unit: &'static str,
+    /// Its part of the workloads' schema and database names.
+    pub tag: &'static str,
+    /// Starts one.
+    pub start: fn(Spec<'_>) -> Box<dyn Running>,
+}
+
+/// The blocking `Node`, handlers on threads of its own.
+pub const BLOCKING: Kind = Kind {
+    name: "timerpool `Node`",
+    unit: "workers",
+    tag: "tp",
+    start: |spec| Box::new(blocking(spec)),
+};
+
+fn blocking(spec: Spec<'_>) -> Node {
+    let sink = spec.sink.clone();
+    let mut b = Node::builder(spec.config, "bench")
+        .schema(spec.schema)
+        .workers(spec.workers)
         .handler("h", move |job| {
             sink.lock().unwrap().push(lateness_us(job.due()));
             Ok(())
-        })
-        .start()
-        .expect("start node")
+        });
+    if let Some(p) = spec.prefetch {
+        b = b.prefetch(p);
+    }
+    b.start().expect("start node")
+}
+
+/// A started timerpool node whose handler records lateness.
+pub fn node(schema: &str, workers: usize, prefetch: usize, sink: &Sink) -> Node {
+    blocking(Spec {
+        config: config(),
+        schema,
+        workers,
+        prefetch: Some(prefetch),
+        sink,
+    })
 }
 
 fn wait_len(sink: &Mutex<Vec<i64>>, n: usize, limit: Duration) {
@@ -137,12 +208,25 @@ fn wait_len(sink: &Mutex<Vec<i64>>, n: usize, limit: Duration) {
     }
 }
 
-/// `n` timers spread over `spread`, starting 1 s from now, on one node.
+/// `n` timers spread over `spread`, starting 1 s from now, on one
+/// blocking node.
 pub fn lateness_timerpool(n: usize, spread: Duration) -> Late {
-    let schema = "bench_late_tp";
+    lateness(&BLOCKING, n, spread)
+}
+
+/// `n` timers spread over `spread`, starting 1 s from now, on one node of
+/// `kind` with 4 handlers at once.
+pub fn lateness(kind: &Kind, n: usize, spread: Duration) -> Late {
+    let schema = &format!("bench_late_{}", kind.tag);
     let (mut c, q) = fresh(schema);
     let sink = Arc::new(Mutex::new(Vec::with_capacity(n)));
-    let node = node(schema, 4, 256, &sink);
+    let node = (kind.start)(Spec {
+        config: config(),
+        schema,
+        workers: 4,
+        prefetch: Some(256),
+        sink: &sink,
+    });
     let t0 = SystemTime::now() + Duration::from_secs(1);
     let cpu = cpu_now();
     let tasks: Vec<NewTask> = (0..n)
@@ -153,7 +237,7 @@ pub fn lateness_timerpool(n: usize, spread: Duration) -> Late {
     }
     wait_len(&sink, n, spread + Duration::from_secs(60));
     let cpu = cpu_since(cpu);
-    node.shutdown();
+    node.stop();
     let v = std::mem::take(&mut *sink.lock().unwrap());
     late_of(v, cpu)
 }
@@ -229,9 +313,9 @@ pub fn lateness_polling(n: usize, spread: Duration, poll: Duration) -> Late {
     late_of(v, cpu)
 }
 
-/// True once the leader of `node` is idle in its wait.
-fn leader_waiting(c: &mut postgres::Client, node: &Node) -> bool {
-    let app = format!("timerpool node {}", node.id());
+/// True once the leader of the node `id` is idle in its wait.
+fn leader_waiting(c: &mut postgres::Client, id: &str) -> bool {
+    let app = format!("timerpool node {id}");
     c.query_one(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
          AND state = 'idle' AND query LIKE '%min(run_at)%'",
@@ -240,13 +324,25 @@ fn leader_waiting(c: &mut postgres::Client, node: &Node) -> bool {
     .is_ok_and(|r| r.get::<_, i64>(0) == 1)
 }
 
-/// A node sleeping toward a task an hour away gets a task due in 1 ms:
-/// how late does it start? `trials` times.
+/// A blocking node sleeping toward a task an hour away gets a task due
+/// in 1 ms: how late does it start? `trials` times.
 pub fn preemption_timerpool(trials: usize) -> Late {
-    let schema = "bench_preempt_tp";
+    preemption(&BLOCKING, trials)
+}
+
+/// The same with a node of `kind` (2 handlers at once).
+pub fn preemption(kind: &Kind, trials: usize) -> Late {
+    let schema = &format!("bench_preempt_{}", kind.tag);
     let (mut c, q) = fresh(schema);
     let sink = Arc::new(Mutex::new(Vec::new()));
-    let node = node(schema, 2, 16, &sink);
+    let node = (kind.start)(Spec {
+        config: config(),
+        schema,
+        workers: 2,
+        prefetch: Some(16),
+        sink: &sink,
+    });
+    let id = node.id();
     q.schedule(
         &mut c,
         &NewTask::new("far", "h").after(Duration::from_secs(3600)),
@@ -254,7 +350,7 @@ pub fn preemption_timerpool(trials: usize) -> Late {
     .expect("far");
     let cpu = cpu_now();
     for i in 0..trials {
-        while !leader_waiting(&mut c, &node) {
+        while !leader_waiting(&mut c, &id) {
             std::thread::sleep(Duration::from_millis(2));
         }
         let t = NewTask::new(format!("near{i}"), "h").after(Duration::from_millis(1));
@@ -262,7 +358,7 @@ pub fn preemption_timerpool(trials: usize) -> Late {
         wait_len(&sink, i + 1, Duration::from_secs(30));
     }
     let cpu = cpu_since(cpu);
-    node.shutdown();
+    node.stop();
     let v = std::mem::take(&mut *sink.lock().unwrap());
     late_of(v, cpu)
 }
@@ -345,13 +441,29 @@ pub fn schedule_rates(n: usize) -> [(&'static str, Rate); 5] {
     ]
 }
 
-/// `n` tasks due at once on `nodes` nodes (2 workers, prefetch 512 each):
-/// tasks per second from the due time until the last outcome is recorded.
+/// `n` tasks due at once on `nodes` blocking nodes (2 workers, prefetch
+/// 512 each): tasks per second from the due time until the last outcome
+/// is recorded.
 pub fn end_to_end(nodes: usize, n: usize) -> Rate {
-    let schema = "bench_e2e";
+    end_to_end_of(&BLOCKING, nodes, n)
+}
+
+/// The same on `nodes` nodes of `kind` (2 handlers at once each).
+pub fn end_to_end_of(kind: &Kind, nodes: usize, n: usize) -> Rate {
+    let schema = &format!("bench_e2e_{}", kind.tag);
     let (mut c, q) = fresh(schema);
     let sink = Arc::new(Mutex::new(Vec::with_capacity(n)));
-    let nodes: Vec<Node> = (0..nodes).map(|_| node(schema, 2, 512, &sink)).collect();
+    let nodes: Vec<Box<dyn Running>> = (0..nodes)
+        .map(|_| {
+            (kind.start)(Spec {
+                config: config(),
+                schema,
+                workers: 2,
+                prefetch: Some(512),
+                sink: &sink,
+            })
+        })
+        .collect();
     let due = SystemTime::now() + Duration::from_secs(2);
     let tasks: Vec<NewTask> = (0..n)
         .map(|i| NewTask::new(format!("k{i}"), "h").at(due))
@@ -369,7 +481,7 @@ pub fn end_to_end(nodes: usize, n: usize) -> Rate {
         per_s: n as f64 / t.elapsed().as_secs_f64(),
         cpu: cpu_since(cpu),
     };
-    nodes.into_iter().for_each(Node::shutdown);
+    nodes.into_iter().for_each(Running::stop);
     r
 }
 
@@ -387,12 +499,19 @@ pub fn end_to_end_polling(n: usize) -> Rate {
     })
 }
 
-/// Transactions committed per second in a database of its own while one
-/// timerpool node idles with `pending` tasks an hour away, and while the
-/// polling claimer idles with as many jobs, measured over `window`.
-pub fn idle_rates(pending: usize, window: Duration) -> [(&'static str, f64, Cpu); 2] {
+/// Transactions committed per second, each in a database of its own, while
+/// one node of each of `kinds` idles with `pending` tasks an hour away and
+/// the polling claimer idles with as many jobs, all at once, measured over
+/// `window`; the rates in the order of `kinds`, the claimer's last, and
+/// the CPU of all of them together.
+pub fn idle_rates(kinds: &[Kind], pending: usize, window: Duration) -> (Vec<f64>, Cpu) {
     let mut admin = client();
-    for db in ["timerpool_idle_tp", "timerpool_idle_poll"] {
+    let mut dbs: Vec<String> = kinds
+        .iter()
+        .map(|k| format!("timerpool_idle_{}", k.tag))
+        .collect();
+    dbs.push("timerpool_idle_poll".into());
+    for db in &dbs {
         // One statement each: neither may run inside a transaction block.
         let drop_db = format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)");
         admin.batch_execute(&drop_db).expect("drop idle database");
@@ -404,38 +523,44 @@ pub fn idle_rates(pending: usize, window: Duration) -> [(&'static str, f64, Cpu)
         cfg.dbname(db);
         cfg
     };
-    let mut c = on("timerpool_idle_tp")
-        .connect(postgres::NoTls)
-        .expect("connect");
     let q = Queue::new("timerpool", "bench").expect("queue");
-    q.install(&mut c).expect("install");
     let tasks: Vec<NewTask> = (0..pending)
         .map(|i| NewTask::new(format!("k{i}"), "h").after(Duration::from_secs(3600)))
         .collect();
-    tasks
-        .chunks(1000)
-        .for_each(|b| drop(q.schedule_batch(&mut c, b).expect("schedule")));
-    drop(c);
-    let node = Node::builder(on("timerpool_idle_tp"), "bench")
-        .workers(2)
-        .start()
-        .expect("node");
-    let mut p = on("timerpool_idle_poll")
-        .connect(postgres::NoTls)
-        .expect("connect");
-    p.batch_execute(
+    let sink = Sink::default();
+    let nodes: Vec<Box<dyn Running>> = kinds
+        .iter()
+        .zip(&dbs)
+        .map(|(kind, db)| {
+            let mut c = on(db).connect(postgres::NoTls).expect("connect");
+            q.install(&mut c).expect("install");
+            tasks
+                .chunks(1000)
+                .for_each(|b| drop(q.schedule_batch(&mut c, b).expect("schedule")));
+            (kind.start)(Spec {
+                config: on(db),
+                schema: "timerpool",
+                workers: 2,
+                prefetch: None,
+                sink: &sink,
+            })
+        })
+        .collect();
+    let poll_db = dbs.last().expect("the claimer's database");
+    let mut p = on(poll_db).connect(postgres::NoTls).expect("connect");
+    p.batch_execute(&format!(
         "CREATE TABLE jobs (id bigserial PRIMARY KEY, key text, due timestamptz);
-                     CREATE INDEX ON jobs (due);
-                     INSERT INTO jobs (key, due) SELECT 'k' || g, now() + interval '1 hour'
-                     FROM generate_series(1, 10000) g",
-    )
+         CREATE INDEX ON jobs (due);
+         INSERT INTO jobs (key, due) SELECT 'k' || g, now() + interval '1 hour'
+         FROM generate_series(1, {pending}) g"
+    ))
     .expect("poll jobs");
     drop(p);
     let poll_sql = "WITH c AS (SELECT id FROM jobs WHERE due <= now() ORDER BY due LIMIT 500 \
                     FOR UPDATE SKIP LOCKED) DELETE FROM jobs j USING c WHERE j.id = c.id";
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    let cfg = on("timerpool_idle_poll");
+    let cfg = on(poll_db);
     let poller = std::thread::spawn(move || {
         let mut c = cfg.connect(postgres::NoTls).expect("connect");
         while !s.load(Ordering::Relaxed) {
@@ -446,8 +571,7 @@ pub fn idle_rates(pending: usize, window: Duration) -> [(&'static str, f64, Cpu)
     // Backends flush their statistics within 10 s of going idle.
     std::thread::sleep(Duration::from_secs(11));
     let commits = |admin: &mut postgres::Client| -> Vec<i64> {
-        ["timerpool_idle_tp", "timerpool_idle_poll"]
-            .iter()
+        dbs.iter()
             .map(|db| {
                 admin
                     .query_one(
@@ -465,14 +589,12 @@ pub fn idle_rates(pending: usize, window: Duration) -> [(&'static str, f64, Cpu)
     let cpu = cpu_since(cpu);
     stop.store(true, Ordering::Relaxed);
     let _ = poller.join();
-    node.shutdown();
+    nodes.into_iter().for_each(Running::stop);
     let secs = window.as_secs_f64();
-    [
-        ("timerpool node", (after[0] - before[0]) as f64 / secs, cpu),
-        (
-            "polling claimer (1 s)",
-            (after[1] - before[1]) as f64 / secs,
-            cpu,
-        ),
-    ]
+    let rates = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| (a - b) as f64 / secs)
+        .collect();
+    (rates, cpu)
 }

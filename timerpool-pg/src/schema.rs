@@ -44,11 +44,16 @@ const MIGRATIONS: &[Migration] = &[
         breaking: false,
         sql: include_str!("migrations/0003.sql"),
     },
+    Migration {
+        version: 4,
+        breaking: false,
+        sql: include_str!("migrations/0004.sql"),
+    },
 ];
 
 /// The newest schema version this crate installs (one row per applied
 /// migration in `<schema>.migrations`).
-pub const VERSION: i32 = 3;
+pub const VERSION: i32 = 4;
 
 /// Creates the schema or brings it up to [`VERSION`]; safe to call from any
 /// number of processes at once, and a no-op when the schema is current.

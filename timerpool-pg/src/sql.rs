@@ -51,7 +51,13 @@ pub struct Sql {
     /// is claimed there is one row with the task columns null.
     pub claim: String,
     /// Finish claimed tasks, fenced by (owner `$1`, attempt); returns the
-    /// ids that were still this owner's.
+    /// ids that were still this owner's. A `failed`, `abandoned` or
+    /// `expired` outcome row keeps the task's payload and attempt bound
+    /// (for a retry); the others keep neither. Parameters: `$1` owner
+    /// (text), then one element per task: `$2` ids (int8[]), `$3` attempts
+    /// (int4[]), `$4` outcomes (text[]), `$5` errors (text[]), `$6` start
+    /// times (timestamptz[], NULL if it never started), `$7` finish times
+    /// (timestamptz[], NULL for the database's clock).
     pub finish: String,
     /// Give failed attempts back for a retry after a backoff, fenced; `$6`
     /// is the queue's channel, notified with the earliest retry time.
@@ -150,7 +156,15 @@ fn claim(s: &str) -> String {
     )
 }
 
-/// The `finish` statement of schema `s`.
+/// The outcomes an operator may retry, as SQL literals: their rows keep
+/// the task's payload and attempt bound (migration 4) so that the retry
+/// runs it as it was. A completed, cancelled or replaced task has nothing
+/// to run again, and its row stores neither.
+const RETRYABLE: &str = "'failed', 'abandoned', 'expired'";
+
+/// The `finish` statement of schema `s`: the payload is read only for a
+/// retryable outcome, so a completed task's row costs what it did before
+/// migration 4.
 fn finish(s: &str) -> String {
     format!(
         "WITH r AS (
@@ -162,13 +176,19 @@ fn finish(s: &str) -> String {
             WHERE t.id = r.id AND t.attempt = r.attempt AND t.owner = $1
               AND t.state = 'running'
             RETURNING t.id, t.queue, t.key, t.handler, t.due, t.created, t.claimed,
-                      t.attempt, r.outcome, r.error, r.started, r.finished
+                      t.attempt, r.outcome, r.error, r.started, r.finished,
+                      CASE WHEN r.outcome IN ({retryable}) THEN t.payload END AS payload,
+                      CASE WHEN r.outcome IN ({retryable}) THEN t.max_attempts END
+                          AS max_attempts
         )
         INSERT INTO {s}.outcomes (id, queue, key, handler, outcome, due, created, claimed,
-                                  started, finished, attempts, owner, error)
+                                  started, finished, attempts, owner, error, payload,
+                                  max_attempts)
         SELECT id, queue, key, handler, outcome, due, created, claimed,
-               started, COALESCE(finished, clock_timestamp()), attempt, $1, error FROM d
-        RETURNING id"
+               started, COALESCE(finished, clock_timestamp()), attempt, $1, error, payload,
+               max_attempts FROM d
+        RETURNING id",
+        retryable = RETRYABLE,
     )
 }
 

@@ -1,8 +1,9 @@
 //! Tests for the SQL interface installed with the schema (`schedule`,
 //! `schedule_many`, `reschedule`, `cancel`, `due_of`, `channel`), called
 //! from `psql` and from plain SQL in a caller's transaction, and for the
-//! versioned installation: the upgrade from a version-1 schema keeps its
-//! pending tasks, and a newer breaking schema is refused.
+//! versioned installation: the upgrades from a version-1 and from a
+//! version-3 schema keep its pending tasks (and outcomes), and a newer
+//! breaking schema is refused.
 
 mod pg_common;
 
@@ -359,8 +360,8 @@ fn upgrading_a_version_1_schema_keeps_its_pending_tasks_and_they_fire() {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(versions, [(1, true), (2, false), (3, false)]);
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(versions, [(1, true), (2, false), (3, false), (4, false)]);
+    assert_eq!(SCHEMA_VERSION, 4);
     let meta: i32 = c
         .query_one(&format!("SELECT version FROM {schema}.meta"), &[])
         .unwrap()
@@ -384,6 +385,95 @@ fn upgrading_a_version_1_schema_keeps_its_pending_tasks_and_they_fire() {
         .unwrap());
     let done = || states(&mut c, &q, "later") == [State::Completed];
     assert!(wait_until(LONG, done));
+    node.shutdown();
+}
+
+/// Every row of `table` in `schema` as JSON text, by id, without the
+/// columns named in `new` (those a migration adds).
+fn rows(c: &mut postgres::Client, schema: &str, table: &str, new: &[&str]) -> Vec<String> {
+    c.query(
+        &format!("SELECT (to_jsonb(t) - $1::text[])::text FROM {schema}.{table} t ORDER BY id"),
+        &[&new],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// The columns of `outcomes` migration 4 adds.
+const V4: &[&str] = &["payload", "max_attempts"];
+
+#[test]
+fn upgrading_a_version_3_schema_keeps_its_tasks_and_outcomes() {
+    let schema = "t_sql_upgrade_v3";
+    let mut c = fresh_schema(schema);
+    install_version_3(&mut c, schema);
+    // Scheduled through version 3's own function: one due now, one an
+    // hour away, with a payload and an attempt bound each; one cancelled
+    // and one failed outcome, the latter as version-3 nodes recorded it.
+    c.batch_execute(&format!(
+        "SELECT {schema}.schedule('q', 'now', 'h', payload => '\\x01', max_attempts => 2);
+         SELECT {schema}.schedule('q', 'later', 'h', run_at => now() + interval '1 hour',
+                                  payload => '\\x0203', max_attempts => 3);
+         SELECT {schema}.schedule('q', 'gone', 'h', run_at => now() + interval '1 hour');
+         SELECT {schema}.cancel('q', 'gone');"
+    ))
+    .unwrap();
+    let failed = failed_before_version_4(&mut c, schema, "q", "broke");
+    let tasks = rows(&mut c, schema, "tasks", &[]);
+    let outcomes = rows(&mut c, schema, "outcomes", V4);
+    assert_eq!((tasks.len(), outcomes.len()), (2, 2));
+
+    let q = Queue::new(schema, "q").unwrap();
+    q.install(&mut c).unwrap();
+    let versions: Vec<(i32, bool)> = c
+        .query(
+            &format!("SELECT version, breaking FROM {schema}.migrations ORDER BY 1"),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(versions, [(1, true), (2, false), (3, false), (4, false)]);
+    // The migration changed no row: the tasks keep their payloads and
+    // bounds, and the old outcome rows keep none of the new columns.
+    assert_eq!(rows(&mut c, schema, "tasks", &[]), tasks);
+    assert_eq!(rows(&mut c, schema, "outcomes", V4), outcomes);
+    let later: Vec<u8> = c
+        .query_one(
+            &format!("SELECT payload FROM {schema}.tasks WHERE key = 'later'"),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(later, [2, 3]);
+    let kept: i64 = c
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {schema}.outcomes
+                 WHERE payload IS NOT NULL OR max_attempts IS NOT NULL"
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 0);
+    assert_eq!(states(&mut c, &q, "broke"), [State::Failed]);
+    assert_eq!(q.history(&mut c, "broke").unwrap()[0].id, failed);
+    assert_eq!(states(&mut c, &q, "gone"), [State::Cancelled]);
+    q.install(&mut c).unwrap(); // a second install changes nothing
+    assert_eq!(rows(&mut c, schema, "tasks", &[]), tasks);
+
+    // The pending tasks fire on a node of this version.
+    let (node, runs) = node(schema);
+    assert!(wait_until(LONG, || states(&mut c, &q, "now") == [State::Completed]));
+    assert!(q
+        .reschedule(&mut c, "later", Due::After(Duration::ZERO))
+        .unwrap());
+    assert!(wait_until(LONG, || states(&mut c, &q, "later") == [State::Completed]));
+    assert_eq!(runs.lock().unwrap().len(), 2);
     node.shutdown();
 }
 

@@ -44,6 +44,66 @@ pub fn fresh_schema(schema: &str) -> postgres::Client {
     c
 }
 
+/// Installs `schema` exactly as version-3 code did: the `migrations`
+/// table, then migrations 1 to 3, each in its own transaction under the
+/// installer lock and recorded as one row. Panics if a statement fails.
+pub fn install_version_3(c: &mut postgres::Client, schema: &str) {
+    const OLD: [&str; 3] = [
+        include_str!("../../src/migrations/0001.sql"),
+        include_str!("../../src/migrations/0002.sql"),
+        include_str!("../../src/migrations/0003.sql"),
+    ];
+    c.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.migrations (
+             version  integer PRIMARY KEY,
+             breaking boolean NOT NULL,
+             applied  timestamptz NOT NULL DEFAULT clock_timestamp()
+         );"
+    ))
+    .expect("bootstrap");
+    for (i, sql) in OLD.iter().enumerate() {
+        let version = i as i32 + 1;
+        let mut tx = c.transaction().unwrap();
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('timerpool.install'), hashtext($1))",
+            &[&schema],
+        )
+        .unwrap();
+        tx.batch_execute(&sql.replace("{s}", schema))
+            .unwrap_or_else(|e| panic!("migration {version}: {e}"));
+        tx.execute(
+            &format!("INSERT INTO {schema}.migrations (version, breaking) VALUES ($1, $2)"),
+            &[&version, &(version == 1)],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+}
+
+/// Records a `failed` outcome of `key` in `queue` as code before
+/// migration 4 did: without the task's payload or attempt bound (the
+/// columns are left out, so this works on any version). Returns its id.
+pub fn failed_before_version_4(
+    c: &mut postgres::Client,
+    schema: &str,
+    queue: &str,
+    key: &str,
+) -> i64 {
+    c.query_one(
+        &format!(
+            "INSERT INTO {schema}.outcomes (id, queue, key, handler, outcome, due, created,
+                                            claimed, started, finished, attempts, owner, error)
+             SELECT nextval('{schema}.task_ids'), $1, $2, 'h', 'failed', now(), now(),
+                    now(), now(), now(), 1, 'an-old-node', 'it failed'
+             RETURNING id"
+        ),
+        &[&queue, &key],
+    )
+    .expect("insert an outcome row")
+    .get(0)
+}
+
 /// Polls `cond` every 5 ms until it holds or `limit` passes; true if it held.
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;

@@ -329,21 +329,39 @@ pub fn purge<C: GenericClient>(
 /// How a retry is scheduled: which failed task, and the new task's
 /// payload, attempts and delay.
 ///
-/// The outcome rows keep a task's key and handler but not its payload or
-/// attempt bound, so the new task carries the payload given here (empty by
-/// default) and [`DEFAULT_MAX_ATTEMPTS`] unless told otherwise.
+/// By default the new task runs as the failed one did: the outcome row of
+/// a `failed`, `abandoned` or `expired` task keeps its payload and attempt
+/// bound (schema version 4 on), and the retry reuses them;
+/// [`payload`](Retry::payload) and [`max_attempts`](Retry::max_attempts)
+/// override them. A row that keeps neither (recorded before migration 4,
+/// or by code that does not know it) falls back to an empty payload and
+/// [`DEFAULT_MAX_ATTEMPTS`], and [`Retried::Scheduled`] says so
+/// ([`Source::Default`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retry {
     /// The task to retry, by id; `None` for the key's latest outcome.
     id: Option<i64>,
     /// Replace a pending task that holds the key.
     replace: bool,
-    /// The new task's payload.
-    payload: Vec<u8>,
-    /// The new task's attempt bound.
-    max_attempts: u32,
+    /// The new task's payload; `None` for the failed task's.
+    payload: Option<Vec<u8>>,
+    /// The new task's attempt bound; `None` for the failed task's.
+    max_attempts: Option<u32>,
     /// The new task's delay after the database's clock.
     after: Duration,
+}
+
+/// Where a retried task's payload or attempt bound came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The failed task's own, kept in its outcome row.
+    Stored,
+    /// Given to the [`Retry`] ([`Retry::payload`], [`Retry::max_attempts`]).
+    Given,
+    /// The failed task's outcome row keeps none (it was recorded before
+    /// migration 4, or by code that does not know it), so the default: an
+    /// empty payload, [`DEFAULT_MAX_ATTEMPTS`] attempts.
+    Default,
 }
 
 impl Default for Retry {
@@ -363,6 +381,15 @@ pub enum Retried {
         from: Box<Record>,
         /// The new task.
         scheduled: Scheduled,
+        /// The new task's payload.
+        payload: Vec<u8>,
+        /// Where [`payload`](Retried::Scheduled::payload) came from.
+        payload_from: Source,
+        /// The new task's attempt bound.
+        max_attempts: u32,
+        /// Where [`max_attempts`](Retried::Scheduled::max_attempts) came
+        /// from.
+        max_attempts_from: Source,
     },
     /// A pending task holds the key and [`Retry::replace`] was not set:
     /// nothing changed.
@@ -387,14 +414,13 @@ pub enum Retried {
 
 impl Retry {
     /// Retries the key's latest outcome, failing if a pending task holds
-    /// the key, due now, with an empty payload and
-    /// [`DEFAULT_MAX_ATTEMPTS`] attempts.
+    /// the key, due now, with the failed task's payload and attempt bound.
     pub fn new() -> Retry {
         Retry {
             id: None,
             replace: false,
-            payload: Vec::new(),
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            payload: None,
+            max_attempts: None,
             after: Duration::ZERO,
         }
     }
@@ -412,16 +438,18 @@ impl Retry {
         self
     }
 
-    /// The new task's payload (default empty: outcome rows do not keep
-    /// the failed task's payload).
+    /// The new task's payload instead of the failed task's (default: the
+    /// failed task's, or empty if its outcome row keeps none).
     pub fn payload(mut self, payload: Vec<u8>) -> Retry {
-        self.payload = payload;
+        self.payload = Some(payload);
         self
     }
 
-    /// The new task's attempt bound (default [`DEFAULT_MAX_ATTEMPTS`]).
+    /// The new task's attempt bound instead of the failed task's
+    /// (default: the failed task's, or [`DEFAULT_MAX_ATTEMPTS`] if its
+    /// outcome row keeps none).
     pub fn max_attempts(mut self, n: u32) -> Retry {
-        self.max_attempts = n;
+        self.max_attempts = Some(n);
         self
     }
 
@@ -432,16 +460,20 @@ impl Retry {
         self
     }
 
-    /// Schedules a new task with the failed task's key and handler through
-    /// the schedule upsert, in one transaction: if a pending task holds
-    /// the key, nothing changes unless [`replace`](Retry::replace) was
-    /// set. So a retry run twice schedules once; the second finds the
-    /// first's pending task.
+    /// Schedules a new task with the failed task's key, handler, payload
+    /// and attempt bound (unless overridden) through the schedule upsert,
+    /// in one transaction: if a pending task holds the key, nothing
+    /// changes unless [`replace`](Retry::replace) was set. So a retry run
+    /// twice schedules once; the second finds the first's pending task.
+    /// A schema older than version 4 keeps no payloads: every retry then
+    /// falls back to the defaults ([`Source::Default`]).
     ///
     /// # Errors
     ///
     /// As [`Queue::schedule`] (bad payload, zero attempts, a delay out of
-    /// range) and [`Error::Db`].
+    /// range), [`Error::InvalidConfig`] if the outcome row keeps an
+    /// attempt bound below 1 (only a hand-edited row can), and
+    /// [`Error::Db`].
     pub fn run<C: GenericClient>(
         &self,
         client: &mut C,
@@ -450,7 +482,8 @@ impl Retry {
     ) -> Result<Retried, Error> {
         check_key(key)?;
         // Each try either commits, or finds the key held, or saw a
-        // pending task commit between its read and its upsert.
+        // pending task commit (or the outcome row go) between its read and
+        // its upsert.
         for _ in 0..RETRY_TRIES {
             if let Some(done) = self.try_once(client, queue, key)? {
                 return Ok(done);
@@ -460,7 +493,9 @@ impl Retry {
     }
 
     /// One transaction of [`run`](Retry::run); `None` if a pending task of
-    /// the key appeared between the read and the upsert and then ran.
+    /// the key appeared between the read and the upsert and then ran, or
+    /// the failed task's outcome row was purged after the read (the next
+    /// try finds it gone).
     fn try_once<C: GenericClient>(
         &self,
         client: &mut C,
@@ -491,9 +526,22 @@ impl Retry {
                 pending: Box::new(pending),
             }));
         }
+        let Some(stored) = stored(&mut tx, queue, &from, self)? else {
+            return Ok(None); // purged since the history was read: look again
+        };
+        let (payload, payload_from) = match (&self.payload, stored.payload) {
+            (Some(given), _) => (given.clone(), Source::Given),
+            (None, Some(kept)) => (kept, Source::Stored),
+            (None, None) => (Vec::new(), Source::Default),
+        };
+        let (max_attempts, max_attempts_from) = match (self.max_attempts, stored.max_attempts) {
+            (Some(given), _) => (given, Source::Given),
+            (None, Some(kept)) => (kept, Source::Stored),
+            (None, None) => (DEFAULT_MAX_ATTEMPTS, Source::Default),
+        };
         let task = NewTask::new(key, from.handler.clone())
-            .payload(self.payload.clone())
-            .max_attempts(self.max_attempts)
+            .payload(payload.clone())
+            .max_attempts(max_attempts)
             .after(self.after);
         let scheduled = queue.schedule(&mut tx, &task)?;
         if scheduled.replaced && !self.replace {
@@ -514,8 +562,70 @@ impl Retry {
         Ok(Some(Retried::Scheduled {
             from: Box::new(from),
             scheduled,
+            payload,
+            payload_from,
+            max_attempts,
+            max_attempts_from,
         }))
     }
+}
+
+/// What the outcome row of a retried task keeps of it.
+struct Stored {
+    /// Its payload, if the row keeps it.
+    payload: Option<Vec<u8>>,
+    /// Its attempt bound, if the row keeps it.
+    max_attempts: Option<u32>,
+}
+
+/// Reads the payload and attempt bound that `from`'s outcome row keeps,
+/// unless `retry` gives both; `None` if the row is gone. The row is read
+/// whole and its columns found by name, so a schema without them (older
+/// than version 4, which nodes of this crate never leave, but an operator
+/// may point the command line at) reads as keeping neither.
+fn stored<C: GenericClient>(
+    client: &mut C,
+    queue: &Queue,
+    from: &Record,
+    retry: &Retry,
+) -> Result<Option<Stored>, Error> {
+    if retry.payload.is_some() && retry.max_attempts.is_some() {
+        return Ok(Some(Stored {
+            payload: None,
+            max_attempts: None,
+        }));
+    }
+    let Some(row) = client.query_typed_opt(
+        &format!("SELECT * FROM {}.outcomes WHERE id = $1", queue.schema()),
+        &[(&from.id, Type::INT8)],
+    )?
+    else {
+        return Ok(None);
+    };
+    let column = |name: &str| row.columns().iter().position(|c| c.name() == name);
+    let payload: Option<Vec<u8>> = match column("payload") {
+        Some(i) => row.try_get(i)?,
+        None => None,
+    };
+    let max_attempts: Option<i32> = match column("max_attempts") {
+        Some(i) => row.try_get(i)?,
+        None => None,
+    };
+    let max_attempts = max_attempts
+        .map(|n| {
+            u32::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "the outcome row of task {} keeps the attempt bound {n}, which is not \
+                     at least 1: give one to the retry",
+                    from.id
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(Some(Stored {
+        payload,
+        max_attempts,
+    }))
 }
 
 /// How many transactions [`Retry::run`] tries before it reports

@@ -1,7 +1,9 @@
 //! The `timerpool-pg` command line, each command run as a process against
 //! the real server in a schema of its own: migrate and status, the printed
 //! migration SQL, queue counts, a key's history, cancel, retry through the
-//! schedule upsert, purge, `--json`, and bad arguments.
+//! schedule upsert (with the failed task's payload and attempt bound, or
+//! the defaults for an outcome recorded before migration 4), purge,
+//! `--json`, and bad arguments.
 
 mod pg_common;
 
@@ -11,7 +13,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use timerpool_pg::{NewTask, Node, Queue, State};
+use timerpool_pg::{NewTask, Node, Queue, State, DEFAULT_MAX_ATTEMPTS};
 
 const LONG: Duration = Duration::from_secs(20);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -101,6 +103,67 @@ fn failed_task(c: &mut postgres::Client, q: &Queue, key: &str) {
         .unwrap();
     assert!(wait_until(LONG, || states(c, q, key).last() == Some(&State::Failed)));
     node.shutdown();
+}
+
+/// (task id, payload, attempt) of every run of a recording node's handler.
+type Runs = Arc<Mutex<Vec<(i64, Vec<u8>, u32)>>>;
+
+/// A node of `q` whose handler "h" records every run and succeeds only
+/// for the payload "good", retrying a failed attempt after 10 ms.
+fn recording_node(q: &Queue) -> (Node, Runs) {
+    let runs: Runs = Arc::default();
+    let r = runs.clone();
+    let node = Node::builder(config(), q.name())
+        .schema(q.schema())
+        .workers(1)
+        .retry_backoff(Duration::from_millis(10))
+        .handler("h", move |job| {
+            r.lock()
+                .unwrap()
+                .push((job.id(), job.payload().to_vec(), job.attempt()));
+            if job.payload() == b"good" {
+                Ok(())
+            } else {
+                Err("not good".into())
+            }
+        })
+        .start()
+        .unwrap();
+    (node, runs)
+}
+
+/// The (payload, attempt) of every run of task `id`, in order.
+fn runs_of(runs: &Runs, id: i64) -> Vec<(Vec<u8>, u32)> {
+    let runs = runs.lock().unwrap();
+    runs.iter()
+        .filter(|r| r.0 == id)
+        .map(|r| (r.1.clone(), r.2))
+        .collect()
+}
+
+/// The payload and attempt bound that task `id`'s outcome row keeps.
+fn kept(c: &mut postgres::Client, schema: &str, id: i64) -> (Option<Vec<u8>>, Option<i32>) {
+    let r = c
+        .query_one(
+            &format!("SELECT payload, max_attempts FROM {schema}.outcomes WHERE id = $1"),
+            &[&id],
+        )
+        .unwrap();
+    (r.get(0), r.get(1))
+}
+
+/// The payload and attempt bound of the pending task of `key`.
+fn pending_body(c: &mut postgres::Client, schema: &str, key: &str) -> (Vec<u8>, i32) {
+    let r = c
+        .query_one(
+            &format!(
+                "SELECT payload, max_attempts FROM {schema}.tasks
+                 WHERE key = $1 AND state = 'pending'"
+            ),
+            &[&key],
+        )
+        .unwrap();
+    (r.get(0), r.get(1))
 }
 
 fn schema_exists(c: &mut postgres::Client, schema: &str) -> bool {
@@ -491,6 +554,325 @@ fn retry_reschedules_a_failed_task_once_and_refuses_a_held_key() {
 }
 
 #[test]
+fn retry_reruns_a_failed_task_with_its_payload_and_attempt_bound() {
+    let schema = "t_cli_retry_same";
+    let (mut c, q) = installed(schema, "q");
+    let (node, runs) = recording_node(&q);
+    let first = q
+        .schedule(
+            &mut c,
+            &NewTask::new("k", "h")
+                .payload(b"P-42".to_vec())
+                .max_attempts(2),
+        )
+        .unwrap()
+        .id;
+    assert!(wait_until(LONG, || states(&mut c, &q, "k") == [State::Failed]));
+    let p = b"P-42".to_vec();
+    assert_eq!(runs_of(&runs, first), [(p.clone(), 1), (p.clone(), 2)]);
+    assert_eq!(kept(&mut c, schema, first), (Some(p.clone()), Some(2)));
+
+    // No flags: the new task carries the failed one's payload and bound,
+    // so it runs twice with "P-42" and fails again, not five times empty.
+    let r = cli(schema, &["--json", "retry", "q", "k"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = r.json();
+    let s = &r["scheduled"];
+    assert_eq!(s["payload_source"], "stored");
+    assert_eq!(s["payload_bytes"], 4);
+    assert_eq!(
+        (&s["max_attempts"], &s["max_attempts_source"]),
+        (&2.into(), &"stored".into())
+    );
+    let second = s["id"].as_i64().unwrap();
+    let twice = [State::Failed, State::Failed];
+    assert!(wait_until(LONG, || states(&mut c, &q, "k") == twice));
+    assert_eq!(runs_of(&runs, second), [(p.clone(), 1), (p.clone(), 2)]);
+    let h = q.history(&mut c, "k").unwrap();
+    assert_eq!((h[1].id, h[1].attempts), (second, 2));
+
+    // Overrides: another payload and bound, which the node runs with and
+    // the new failure keeps.
+    let r = cli(
+        schema,
+        &[
+            "--json",
+            "retry",
+            "q",
+            "k",
+            "--payload",
+            "other",
+            "--max-attempts",
+            "3",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = r.json();
+    let s = &r["scheduled"];
+    assert_eq!(
+        (&s["payload_source"], &s["payload_bytes"]),
+        (&"given".into(), &5.into())
+    );
+    assert_eq!(
+        (&s["max_attempts"], &s["max_attempts_source"]),
+        (&3.into(), &"given".into())
+    );
+    let third = s["id"].as_i64().unwrap();
+    let thrice = [State::Failed, State::Failed, State::Failed];
+    assert!(wait_until(LONG, || states(&mut c, &q, "k") == thrice));
+    let o = b"other".to_vec();
+    assert_eq!(
+        runs_of(&runs, third),
+        [(o.clone(), 1), (o.clone(), 2), (o.clone(), 3)]
+    );
+    assert_eq!(kept(&mut c, schema, third), (Some(o.clone()), Some(3)));
+    node.shutdown();
+
+    // For a person: where each came from, and no note of defaults.
+    let t = cli(schema, &["retry", "q", "k", "--after", "1h"]);
+    assert_eq!(t.code, 0, "{t:?}");
+    assert!(
+        t.out.contains(&format!(
+            "payload: 5 bytes (task {third}'s); attempt bound: 3 (task {third}'s)"
+        )),
+        "{t:?}"
+    );
+    assert!(!t.out.contains("note:"), "{t:?}");
+    assert_eq!(pending_body(&mut c, schema, "k"), (o.clone(), 3));
+    // One override alone: the other stays the stored one.
+    let t = cli(
+        schema,
+        &[
+            "retry",
+            "q",
+            "k",
+            "--replace",
+            "--no-payload",
+            "--after",
+            "1h",
+        ],
+    );
+    assert_eq!(t.code, 0, "{t:?}");
+    assert!(
+        t.out.contains(&format!(
+            "payload: 0 bytes (given); attempt bound: 3 (task {third}'s)"
+        )),
+        "{t:?}"
+    );
+    assert_eq!(pending_body(&mut c, schema, "k"), (Vec::new(), 3));
+    // The key's latest outcome is now the retry just replaced: the failed
+    // task is named.
+    let id = third.to_string();
+    let t = cli(
+        schema,
+        &[
+            "retry",
+            "q",
+            "k",
+            "--id",
+            &id,
+            "--replace",
+            "--max-attempts",
+            "7",
+            "--after",
+            "1h",
+        ],
+    );
+    assert_eq!(t.code, 0, "{t:?}");
+    assert_eq!(pending_body(&mut c, schema, "k"), (o, 7));
+}
+
+#[test]
+fn only_retryable_outcomes_keep_the_payload_and_attempt_bound() {
+    let schema = "t_cli_retry_kept";
+    let (mut c, q) = installed(schema, "q");
+    // A task a dead node held on its last allowed attempt, its lease
+    // expired: the next claim ends it `abandoned`.
+    c.execute(
+        &format!(
+            "INSERT INTO {schema}.tasks (queue, key, handler, payload, state, due, run_at,
+                                         attempt, max_attempts, owner, claimed)
+             VALUES ('q', 'dead', 'h', 'abandoned-body', 'running', now(), now(), 2, 2,
+                     'a-dead-node', now())"
+        ),
+        &[],
+    )
+    .unwrap();
+    let ago = SystemTime::now() - HOUR;
+    let ids = [
+        (
+            "done",
+            NewTask::new("done", "h")
+                .payload(b"good".to_vec())
+                .max_attempts(4),
+        ),
+        (
+            "bad",
+            NewTask::new("bad", "h")
+                .payload(b"failed-body".to_vec())
+                .max_attempts(1),
+        ),
+        // Claimed an hour after its due time, past its 1 s window.
+        (
+            "late",
+            NewTask::new("late", "h")
+                .payload(b"expired-body".to_vec())
+                .max_attempts(3)
+                .at(ago)
+                .expire_after(Duration::from_secs(1)),
+        ),
+        (
+            "swapped",
+            NewTask::new("swapped", "h")
+                .payload(b"x".to_vec())
+                .after(HOUR),
+        ),
+        (
+            "dropped",
+            NewTask::new("dropped", "h")
+                .payload(b"y".to_vec())
+                .after(HOUR),
+        ),
+    ]
+    .map(|(key, task)| (key, q.schedule(&mut c, &task).unwrap().id));
+    assert!(
+        q.schedule(&mut c, &NewTask::new("swapped", "h").after(HOUR))
+            .unwrap()
+            .replaced
+    );
+    assert!(q.cancel(&mut c, "dropped").unwrap());
+    let (node, _runs) = recording_node(&q);
+    let ended = [
+        ("done", State::Completed),
+        ("bad", State::Failed),
+        ("late", State::Expired),
+        ("dead", State::Abandoned),
+    ];
+    assert!(wait_until(LONG, || ended
+        .iter()
+        .all(|(key, state)| states(&mut c, &q, key) == [*state])));
+    node.shutdown();
+    let dead = q.history(&mut c, "dead").unwrap()[0].id;
+    let id = |key: &str| ids.iter().find(|(k, _)| *k == key).unwrap().1;
+
+    // The three a retry reruns keep both; the others neither.
+    assert_eq!(
+        kept(&mut c, schema, id("bad")),
+        (Some(b"failed-body".to_vec()), Some(1))
+    );
+    assert_eq!(
+        kept(&mut c, schema, id("late")),
+        (Some(b"expired-body".to_vec()), Some(3))
+    );
+    assert_eq!(
+        kept(&mut c, schema, dead),
+        (Some(b"abandoned-body".to_vec()), Some(2))
+    );
+    for key in ["done", "swapped", "dropped"] {
+        assert_eq!(kept(&mut c, schema, id(key)), (None, None), "{key}");
+    }
+
+    // And each is retried as it was.
+    for (key, body, bound) in [
+        ("bad", &b"failed-body"[..], 1),
+        ("late", b"expired-body", 3),
+        ("dead", b"abandoned-body", 2),
+    ] {
+        let r = cli(schema, &["--json", "retry", "q", key, "--after", "1h"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(r.json()["scheduled"]["payload_source"], "stored", "{key}");
+        assert_eq!(
+            pending_body(&mut c, schema, key),
+            (body.to_vec(), bound),
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn retry_of_an_outcome_recorded_before_version_4_uses_the_defaults_and_says_so() {
+    let schema = "t_cli_retry_old";
+    let mut c = fresh_schema(schema);
+    install_version_3(&mut c, schema);
+    let q = Queue::new(schema, "q").unwrap();
+    c.batch_execute(&format!(
+        "SELECT {schema}.schedule('q', 'waiting', 'h', run_at => now() + interval '1 hour',
+                                  payload => '\\x0102', max_attempts => 3)"
+    ))
+    .unwrap();
+    let old = failed_before_version_4(&mut c, schema, "q", "a");
+    let older = failed_before_version_4(&mut c, schema, "q", "b");
+
+    // Still at version 3 (the program reads what the rows hold): defaults.
+    let r = cli(schema, &["--json", "retry", "q", "a", "--after", "1h"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = r.json();
+    assert_eq!(r["from"]["id"], old);
+    let s = &r["scheduled"];
+    assert_eq!(
+        (&s["payload_source"], &s["payload_bytes"]),
+        (&"default".into(), &0.into())
+    );
+    assert_eq!(s["max_attempts"], DEFAULT_MAX_ATTEMPTS);
+    assert_eq!(s["max_attempts_source"], "default");
+    assert_eq!(
+        pending_body(&mut c, schema, "a"),
+        (Vec::new(), DEFAULT_MAX_ATTEMPTS as i32)
+    );
+
+    // Upgraded by the command line: the pending task stays as it was, the
+    // old row still keeps nothing, and a person is told so.
+    let m = cli(schema, &["--json", "migrate"]);
+    assert_eq!(m.code, 0, "{m:?}");
+    assert_eq!(m.json()["applied"], serde_json::json!([4]));
+    assert_eq!(pending_body(&mut c, schema, "waiting"), (vec![1, 2], 3));
+    assert_eq!(kept(&mut c, schema, older), (None, None));
+    let t = cli(schema, &["retry", "q", "b", "--after", "1h"]);
+    assert_eq!(t.code, 0, "{t:?}");
+    assert!(
+        t.out.contains(&format!(
+            "payload: 0 bytes (default); attempt bound: {DEFAULT_MAX_ATTEMPTS} (default)"
+        )),
+        "{t:?}"
+    );
+    assert!(
+        t.out.contains(&format!(
+            "note: task {older}'s outcome was recorded without its payload and attempt bound \
+             (before schema version 4), so the new task has an empty payload and the default \
+             attempt bound; give --payload (or --payload-file) and --max-attempts to set them"
+        )),
+        "{t:?}"
+    );
+    assert_eq!(
+        pending_body(&mut c, schema, "b"),
+        (Vec::new(), DEFAULT_MAX_ATTEMPTS as i32)
+    );
+    // A bound given alone: the payload is still the default, and said so.
+    let t = cli(
+        schema,
+        &[
+            "retry",
+            "q",
+            "b",
+            "--replace",
+            "--max-attempts",
+            "2",
+            "--after",
+            "1h",
+        ],
+    );
+    assert_eq!(t.code, 0, "{t:?}");
+    assert!(t.out.contains("attempt bound: 2 (given)"), "{t:?}");
+    assert!(
+        t.out
+            .contains("has an empty payload; give --payload (or --payload-file) to set it"),
+        "{t:?}"
+    );
+    assert_eq!(pending_body(&mut c, schema, "b"), (Vec::new(), 2));
+    assert!(q.due_of(&mut c, "waiting").unwrap().is_some());
+}
+
+#[test]
 fn purge_removes_old_outcome_rows_only() {
     let schema = "t_cli_purge";
     let (mut c, a) = installed(schema, "a");
@@ -569,7 +951,20 @@ fn bad_arguments_exit_non_zero_with_a_message() {
             "longer than the maximum",
         ),
         (&["--schema", schema, "history", "q"], 2, "<KEY>"),
-        (&["--schema", schema, "retry", "q", "k"], 2, "--no-payload"),
+        (
+            &[
+                "--schema",
+                schema,
+                "retry",
+                "q",
+                "k",
+                "--payload",
+                "x",
+                "--no-payload",
+            ],
+            2,
+            "cannot be used with",
+        ),
         (
             &[
                 "--schema",

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
-use timerpool_pg::admin::{self, MigrationStatus, Retried, Retry};
-use timerpool_pg::{postgres, Queue, DEFAULT_MAX_ATTEMPTS};
+use timerpool_pg::admin::{self, MigrationStatus, Retried, Retry, Source};
+use timerpool_pg::{postgres, Queue};
 
 /// The server the tests and examples use.
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -80,10 +80,16 @@ enum Command {
         /// The key.
         key: String,
     },
-    /// Schedule a failed, abandoned or expired task again, with its key and
-    /// handler, through the schedule upsert. Outcome rows keep no payload:
-    /// give one with --payload or --payload-file, or say --no-payload.
-    #[command(group(ArgGroup::new("body").required(true)
+    /// Schedule a failed, abandoned or expired task again, as it was (exit
+    /// 4 if the task is not one of those, or a pending task holds the key).
+    ///
+    /// The new task has the failed one's key, handler, payload and attempt
+    /// bound, and goes through the schedule upsert. --payload,
+    /// --payload-file, --no-payload and --max-attempts override the stored
+    /// ones. An outcome recorded before schema version 4 keeps neither:
+    /// then the payload is empty and the bound the default, and the output
+    /// says so.
+    #[command(group(ArgGroup::new("body")
         .args(["payload", "payload_file", "no_payload"])))]
     Retry {
         /// The queue.
@@ -96,19 +102,21 @@ enum Command {
         /// Replace the pending task that holds the key (else: exit 4).
         #[arg(long)]
         replace: bool,
-        /// The new task's payload, as text.
+        /// The new task's payload, as text, instead of the failed task's.
         #[arg(long)]
         payload: Option<String>,
-        /// The new task's payload, read from this file ("-": standard input).
+        /// The new task's payload, read from this file ("-": standard
+        /// input), instead of the failed task's.
         #[arg(long, value_name = "PATH")]
         payload_file: Option<std::path::PathBuf>,
-        /// The new task has an empty payload.
+        /// The new task has an empty payload, whatever the failed task's.
         #[arg(long)]
         no_payload: bool,
-        /// The new task's attempt bound.
-        #[arg(long, default_value_t = DEFAULT_MAX_ATTEMPTS,
-              value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
-        max_attempts: u32,
+        /// The new task's attempt bound instead of the failed task's
+        /// (which an outcome recorded before schema version 4 does not
+        /// keep: then the default bound).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
+        max_attempts: Option<u32>,
         /// Due this long from now (for example 30s, 5m, 1h).
         #[arg(long, value_parser = duration, default_value = "0s")]
         after: Duration,
@@ -239,20 +247,23 @@ fn run(cli: &Cli) -> Result<Done, Failure> {
             replace,
             payload,
             payload_file,
-            no_payload: _,
+            no_payload,
             max_attempts,
             after,
         } => {
-            let body = match (payload, payload_file) {
-                (Some(text), _) => text.clone().into_bytes(),
-                (None, Some(path)) => read_payload(path)?,
-                (None, None) => Vec::new(),
+            let body = match (payload, payload_file, no_payload) {
+                (Some(text), _, _) => Some(text.clone().into_bytes()),
+                (None, Some(path), _) => Some(read_payload(path)?),
+                (None, None, true) => Some(Vec::new()),
+                (None, None, false) => None,
             };
-            let mut retry = Retry::new()
-                .replace(*replace)
-                .payload(body)
-                .max_attempts(*max_attempts)
-                .after(*after);
+            let mut retry = Retry::new().replace(*replace).after(*after);
+            if let Some(body) = body {
+                retry = retry.payload(body);
+            }
+            if let Some(n) = max_attempts {
+                retry = retry.max_attempts(*n);
+            }
             if let Some(id) = id {
                 retry = retry.id(*id);
             }
@@ -649,10 +660,17 @@ fn retry_key(
     let q = require_queue(client, schema, queue)?;
     let done = retry.run(client, &q, key)?;
     let (code, text, body) = match &done {
-        Retried::Scheduled { from, scheduled } => (
+        Retried::Scheduled {
+            from,
+            scheduled,
+            payload,
+            payload_from,
+            max_attempts,
+            max_attempts_from,
+        } => (
             0,
             format!(
-                "retried task {} ({}) of key {key:?}: new task {} due {}{}\n",
+                "retried task {} ({}) of key {key:?}: new task {} due {}{}\n{}",
                 from.id,
                 from.state.as_str(),
                 scheduled.id,
@@ -661,7 +679,14 @@ fn retry_key(
                     ", replacing the key's pending task"
                 } else {
                     ""
-                }
+                },
+                retried_with(
+                    from.id,
+                    payload.len(),
+                    *payload_from,
+                    *max_attempts,
+                    *max_attempts_from
+                ),
             ),
             json!({
                 "retried": true,
@@ -670,6 +695,10 @@ fn retry_key(
                     "id": scheduled.id,
                     "due": time_json(Some(scheduled.due)),
                     "replaced": scheduled.replaced,
+                    "payload_bytes": payload.len(),
+                    "payload_source": source_name(*payload_from),
+                    "max_attempts": max_attempts,
+                    "max_attempts_source": source_name(*max_attempts_from),
                 },
             }),
         ),
@@ -721,6 +750,58 @@ fn retry_key(
         text
     };
     Ok(Done { out, code })
+}
+
+/// The name of a retry's source in `--json`.
+fn source_name(source: Source) -> &'static str {
+    match source {
+        Source::Stored => "stored",
+        Source::Given => "given",
+        Source::Default => "default",
+    }
+}
+
+/// The lines saying what the retried task carries and where it came from,
+/// and, when the failed task's outcome row kept nothing, that the defaults
+/// stood in.
+fn retried_with(
+    from: i64,
+    bytes: usize,
+    payload: Source,
+    max_attempts: u32,
+    bound: Source,
+) -> String {
+    let whose = |s: Source| match s {
+        Source::Stored => format!("task {from}'s"),
+        Source::Given => "given".to_string(),
+        Source::Default => "default".to_string(),
+    };
+    let mut out = format!(
+        "  payload: {bytes} byte{} ({}); attempt bound: {max_attempts} ({})\n",
+        if bytes == 1 { "" } else { "s" },
+        whose(payload),
+        whose(bound),
+    );
+    let mut defaults = Vec::new();
+    let mut flags = Vec::new();
+    if payload == Source::Default {
+        defaults.push("an empty payload");
+        flags.push("--payload (or --payload-file)");
+    }
+    if bound == Source::Default {
+        defaults.push("the default attempt bound");
+        flags.push("--max-attempts");
+    }
+    if !defaults.is_empty() {
+        out.push_str(&format!(
+            "  note: task {from}'s outcome was recorded without its payload and attempt bound \
+             (before schema version 4), so the new task has {}; give {} to set {}\n",
+            defaults.join(" and "),
+            flags.join(" and "),
+            if defaults.len() == 1 { "it" } else { "them" },
+        ));
+    }
+    out
 }
 
 fn not_found(queue: &str, key: &str, id: Option<i64>) -> String {

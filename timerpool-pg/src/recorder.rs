@@ -81,7 +81,7 @@ pub(crate) enum Msg {
 }
 
 /// The recorder's connection with the statement of its hot path prepared
-/// (planned once per connection, not once per batch).
+/// (parsed once per connection, not once per batch).
 struct Conn {
     client: Client,
     finish: Statement,
@@ -89,6 +89,13 @@ struct Conn {
 
 impl Conn {
     fn prepare(mut client: Client, shared: &Shared) -> Result<Conn, postgres::Error> {
+        // Planned for each batch's own arrays: after five executions the
+        // server may switch a prepared statement to a generic plan, which
+        // cannot see a batch's size and (with the statistics of a queue
+        // that filled a moment ago) nests a loop over this node's running
+        // tasks and the batch, quadratic in the batch, until the statement
+        // times out and the batch is written again.
+        client.batch_execute("SET plan_cache_mode = force_custom_plan")?;
         let types = [
             Type::TEXT,
             Type::INT8_ARRAY,

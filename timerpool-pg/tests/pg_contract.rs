@@ -372,6 +372,39 @@ fn sessions_bound_their_statements() {
 }
 
 #[test]
+fn a_backlog_due_at_once_is_recorded_without_a_statement_timing_out() {
+    let (mut c, q) = queue("t_backlog");
+    // Results are written in batches of up to 2,048 while the node holds
+    // thousands of claimed tasks: each batch must be one statement well
+    // inside the timeout (no reconnect), whichever plans the server cached
+    // for the recorder's earlier batches.
+    let node = Node::builder(config(), "q")
+        .schema("t_backlog")
+        .workers(4)
+        .prefetch(512)
+        .statement_timeout(Duration::from_secs(2))
+        .handler("h", |_| Ok(()))
+        .start()
+        .unwrap();
+    const N: u64 = 10_000;
+    let due = SystemTime::now() + Duration::from_secs(1);
+    let tasks: Vec<NewTask> = (0..N)
+        .map(|i| NewTask::new(format!("k{i}"), "h").at(due))
+        .collect();
+    for chunk in tasks.chunks(1000) {
+        q.schedule_batch(&mut c, chunk).unwrap();
+    }
+    assert!(
+        wait_until(LONG * 3, || node.stats().recorded == N),
+        "{:?}",
+        node.stats()
+    );
+    let stats = node.stats();
+    assert_eq!((stats.reconnects, stats.fenced, stats.reruns), (0, 0, 0));
+    node.shutdown();
+}
+
+#[test]
 fn a_statement_that_keeps_failing_backs_off_and_recovers() {
     let (mut c, q) = queue("t_dropped");
     // The leader may have claimed before the drop and be waiting: a short

@@ -1,31 +1,35 @@
-//! timerpool's durable timers beside sqlxmq, the Rust PostgreSQL job queue
-//! that also sleeps until the next due time, on the same server in the
-//! same run: the blocking `Node` (scheduled with the `postgres` client),
-//! the `AsyncNode` (scheduled from sqlx) and sqlxmq, each with 4 handler
-//! slots. The workloads, each run once per round, in alternating order
-//! (blocking, async, sqlxmq; then the reverse), three rounds:
+//! timerpool's durable timers beside three Rust PostgreSQL job queues, on
+//! the same server in the same run: the blocking `Node` (scheduled with the
+//! `postgres` client), the `AsyncNode` (scheduled from sqlx), sqlxmq
+//! (`peer_sqlxmq.rs`), apalis (`peer_apalis.rs`) and graphile_worker
+//! (`peer_graphile.rs`), each with 4 handler slots. The workloads, each run
+//! once per round, in alternating order (as listed, then the reverse):
 //!
 //! - lateness of 2,000 timers spread over 10 s;
 //! - preemption: a job due in 100 ms while one due in an hour is pending;
 //! - end-to-end throughput of 10,000 jobs already due;
-//! - one keyed schedule inside a transaction: the statement and the whole
+//! - one schedule inside a transaction: the statement and the whole
 //!   transaction;
-//! - the idle transaction rate with 1,000 jobs an hour away (the three
-//!   side by side, each in a database of its own).
+//! - the idle transaction rate with 1,000 jobs an hour away (all side by
+//!   side, each in a database of its own).
 //!
 //! ```text
-//! cd benches/pg_peers && ./run.sh
+//! cd benches/pg_peers && ./run.sh [--rounds N] [--only lateness,preemption,e2e,tx,idle]
 //! ```
 //!
-//! sqlxmq runs in databases of its own (created here with its
-//! migrations), since its objects live in `public`.
+//! The peers run in databases of their own, created afresh for each
+//! workload, since their objects live in fixed schemas.
 
 #[path = "../../pg_work/mod.rs"]
 mod pg_work;
 
-use pg_work::{Cpu, Late};
-use sqlxmq::{job, CurrentJob, JobRegistry};
-use std::error::Error;
+mod peer_apalis;
+mod peer_graphile;
+mod peer_sqlxmq;
+
+use pg_work::{cpu_now, cpu_since, Cpu, Late};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use timerpool_pg::sqlx::postgres::{PgPool, PgPoolOptions};
@@ -44,10 +48,10 @@ const WARM_UP: usize = 50;
 const PENDING: usize = 1_000;
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
 const ROUNDS: usize = 3;
-const DB: &str = "timerpool_sqlxmq";
-
-/// Lateness (µs) of every sqlxmq job run, against its intended due time.
-static RUNS: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+/// Gives the node or runner time to settle into its wait for the far job.
+const SETTLE: Duration = Duration::from_millis(300);
+/// The start of the name of each peer's database.
+const DB_PREFIX: &str = "timerpool_";
 
 type Sink = Arc<Mutex<Vec<i64>>>;
 
@@ -56,14 +60,39 @@ enum Imp {
     Blocking,
     Async,
     Sqlxmq,
+    Apalis,
+    Graphile,
+    GraphileDirect,
 }
 
+const IMPS: [Imp; 6] = [
+    Imp::Blocking,
+    Imp::Async,
+    Imp::Sqlxmq,
+    Imp::Apalis,
+    Imp::Graphile,
+    Imp::GraphileDirect,
+];
+
 impl Imp {
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Imp::Blocking => "timerpool `Node` (postgres client)",
-            Imp::Async => "timerpool `AsyncNode` (sqlx client)",
-            Imp::Sqlxmq => "sqlxmq 0.6 (concurrency 4..4)",
+            Imp::Blocking => "timerpool `Node` (postgres client)".into(),
+            Imp::Async => "timerpool `AsyncNode` (sqlx client)".into(),
+            Imp::Sqlxmq => "sqlxmq 0.6 (concurrency 4..4)".into(),
+            Imp::Apalis => format!(
+                "apalis 1.0 + apalis-postgres (concurrency 4, batch {}, poll {:?})",
+                peer_apalis::BATCH,
+                peer_apalis::POLL
+            ),
+            Imp::Graphile => {
+                "graphile_worker 0.14 (concurrency 4, local queue 100, batched completions, poll 1 s)"
+                    .into()
+            }
+            Imp::GraphileDirect => format!(
+                "graphile_worker 0.14, default direct fetching ({} jobs)",
+                peer_graphile::DIRECT_JOBS
+            ),
         }
     }
 }
@@ -79,12 +108,9 @@ fn late_us(due: SystemTime) -> i64 {
     micros(SystemTime::now()) - micros(due)
 }
 
-#[job]
-async fn timer(mut job: CurrentJob) -> Result<(), Box<dyn Error + Send + Sync + 'static>> {
-    let due: i64 = job.json()?.expect("due in the payload");
-    RUNS.lock().unwrap().push(micros(SystemTime::now()) - due);
-    job.complete().await?;
-    Ok(())
+/// Signed lateness now of a due time given in µs since the epoch.
+fn late_us_of(due_us: i64) -> i64 {
+    micros(SystemTime::now()) - due_us
 }
 
 fn base_url() -> String {
@@ -120,30 +146,6 @@ fn recreate(db: &str) {
     admin
         .batch_execute(&format!("CREATE DATABASE {db}"))
         .unwrap();
-}
-
-/// Creates `db` afresh and applies sqlxmq's migrations.
-fn migrate(db: &str) {
-    recreate(db);
-    let mut c = config_of(db).connect(postgres::NoTls).unwrap();
-    let dir = std::env::var("SQLXMQ_MIGRATIONS").expect("SQLXMQ_MIGRATIONS (set by run.sh)");
-    let mut ups: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".up.sql"))
-        .collect();
-    ups.sort();
-    for up in ups {
-        c.batch_execute(&std::fs::read_to_string(up).unwrap())
-            .unwrap();
-    }
-}
-
-/// A fresh database `db` with sqlxmq's migrations applied, as a pool.
-async fn fresh_mq(db: &str) -> PgPool {
-    // The synchronous client runs its own runtime: not on this one's threads.
-    block_in_place(|| migrate(db));
-    pool(&url_of(db), 16).await
 }
 
 /// A fresh schema with timerpool's tables; the synchronous client used
@@ -184,6 +186,24 @@ fn wait_sink(sink: &Mutex<Vec<i64>>, n: usize, limit: Duration) {
     }
 }
 
+/// Something running in the background (a node, runner or worker) and how
+/// to stop it.
+struct Running(Pin<Box<dyn Future<Output = ()> + Send>>);
+
+impl Running {
+    fn new(stop: impl FnOnce() + Send + 'static) -> Running {
+        Running(Box::pin(async move { stop() }))
+    }
+
+    fn new_async(stop: impl Future<Output = ()> + Send + 'static) -> Running {
+        Running(Box::pin(stop))
+    }
+
+    async fn stop(self) {
+        self.0.await
+    }
+}
+
 /// A started async node on this runtime whose handler records lateness.
 fn async_node(cfg: postgres::Config, schema: &str, prefetch: usize, sink: &Sink) -> AsyncNode {
     let sink = sink.clone();
@@ -202,42 +222,6 @@ fn async_node(cfg: postgres::Config, schema: &str, prefetch: usize, sink: &Sink)
         .expect("start async node")
 }
 
-/// Spawns one sqlxmq job per due time from 8 concurrent tasks.
-async fn spawn_all(pool: &PgPool, dues: Vec<SystemTime>) {
-    let chunks: Vec<Vec<SystemTime>> = dues
-        .chunks(dues.len().div_ceil(8))
-        .map(<[_]>::to_vec)
-        .collect();
-    let tasks: Vec<_> = chunks
-        .into_iter()
-        .map(|chunk| {
-            let pool = pool.clone();
-            tokio::spawn(async move {
-                for due in chunk {
-                    spawn_one(&pool, due).await;
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-}
-
-async fn spawn_one(pool: &PgPool, due: SystemTime) {
-    let delay = due.duration_since(SystemTime::now()).unwrap_or_default();
-    // An interval holds whole microseconds: round up, never early.
-    let delay = Duration::from_micros(delay.as_nanos().div_ceil(1000) as u64);
-    timer
-        .builder()
-        .set_json(&micros(due))
-        .unwrap()
-        .set_delay(delay)
-        .spawn(pool)
-        .await
-        .unwrap();
-}
-
 fn dues(t0: SystemTime) -> Vec<SystemTime> {
     (0..TIMERS)
         .map(|i| t0 + SPREAD.mul_f64(i as f64 / TIMERS as f64))
@@ -253,8 +237,8 @@ fn tasks_at(dues: &[SystemTime]) -> Vec<NewTask> {
 
 // ---- lateness -------------------------------------------------------------
 
-async fn lateness(imp: Imp) -> Late {
-    match imp {
+async fn lateness(imp: Imp) -> Option<Late> {
+    Some(match imp {
         Imp::Blocking => block_in_place(|| pg_work::lateness_timerpool(TIMERS, SPREAD)),
         Imp::Async => {
             let schema = "bench_late_async";
@@ -264,7 +248,7 @@ async fn lateness(imp: Imp) -> Late {
             let node = async_node(pg_work::config(), schema, 256, &sink);
             // As the blocking run: the first due 1 s ahead, batches of 500.
             let tasks = tasks_at(&dues(SystemTime::now() + Duration::from_secs(1)));
-            let cpu = pg_work::cpu_now();
+            let cpu = cpu_now();
             for chunk in tasks.chunks(500) {
                 q.sqlx().schedule_batch(&pool, chunk).await.unwrap();
             }
@@ -275,49 +259,22 @@ async fn lateness(imp: Imp) -> Late {
                 || len_of(&sink),
             )
             .await;
-            let cpu = pg_work::cpu_since(cpu);
+            let cpu = cpu_since(cpu);
             node.shutdown().await;
             let v = std::mem::take(&mut *sink.lock().unwrap());
             late(v, cpu)
         }
-        Imp::Sqlxmq => {
-            let pool = fresh_mq(DB).await;
-            RUNS.lock().unwrap().clear();
-            let runner = JobRegistry::new(&[timer])
-                .runner(&pool)
-                .set_concurrency(SLOTS, SLOTS)
-                .run()
-                .await
-                .unwrap();
-            // One job per call, slow on a loaded machine: give them time to
-            // land before the first is due.
-            let t0 = SystemTime::now() + Duration::from_secs(30);
-            let spawn = Instant::now();
-            spawn_all(&pool, dues(t0)).await;
-            assert!(
-                SystemTime::now() < t0,
-                "spawning took longer than the lead time"
-            );
-            eprintln!("  sqlxmq: {TIMERS} spawns took {:?}", spawn.elapsed());
-            let cpu = pg_work::cpu_now();
-            wait_for("sqlxmq", TIMERS, SPREAD + Duration::from_secs(60), || {
-                len_of(&RUNS)
-            })
-            .await;
-            let cpu = pg_work::cpu_since(cpu);
-            drop(runner);
-            late(std::mem::take(&mut *RUNS.lock().unwrap()), cpu)
-        }
-    }
+        Imp::Sqlxmq => peer_sqlxmq::lateness().await,
+        Imp::Apalis => peer_apalis::lateness().await,
+        Imp::Graphile => peer_graphile::lateness().await,
+        Imp::GraphileDirect => return None,
+    })
 }
 
 // ---- preemption -----------------------------------------------------------
 
-/// Gives the node or runner time to settle into its wait for the far job.
-const SETTLE: Duration = Duration::from_millis(300);
-
-async fn preemption(imp: Imp) -> Late {
-    match imp {
+async fn preemption(imp: Imp) -> Option<Late> {
+    Some(match imp {
         Imp::Blocking => block_in_place(|| {
             let schema = "bench_preempt_blk";
             let (mut c, q) = pg_work::fresh(schema);
@@ -325,14 +282,14 @@ async fn preemption(imp: Imp) -> Late {
             let node = pg_work::node(schema, SLOTS, 16, &sink);
             q.schedule(&mut c, &NewTask::new("far", "h").after(FAR))
                 .unwrap();
-            let cpu = pg_work::cpu_now();
+            let cpu = cpu_now();
             for i in 0..TRIALS {
                 std::thread::sleep(SETTLE);
                 let t = NewTask::new(format!("near{i}"), "h").at(SystemTime::now() + NEAR);
                 q.schedule(&mut c, &t).unwrap();
                 wait_sink(&sink, i + 1, Duration::from_secs(30));
             }
-            let cpu = pg_work::cpu_since(cpu);
+            let cpu = cpu_since(cpu);
             node.shutdown();
             let v = std::mem::take(&mut *sink.lock().unwrap());
             late(v, cpu)
@@ -347,7 +304,7 @@ async fn preemption(imp: Imp) -> Late {
                 .schedule(&pool, &NewTask::new("far", "h").after(FAR))
                 .await
                 .unwrap();
-            let cpu = pg_work::cpu_now();
+            let cpu = cpu_now();
             for i in 0..TRIALS {
                 tokio::time::sleep(SETTLE).await;
                 let t = NewTask::new(format!("near{i}"), "h").at(SystemTime::now() + NEAR);
@@ -357,32 +314,16 @@ async fn preemption(imp: Imp) -> Late {
                 })
                 .await;
             }
-            let cpu = pg_work::cpu_since(cpu);
+            let cpu = cpu_since(cpu);
             node.shutdown().await;
             let v = std::mem::take(&mut *sink.lock().unwrap());
             late(v, cpu)
         }
-        Imp::Sqlxmq => {
-            let pool = fresh_mq(DB).await;
-            RUNS.lock().unwrap().clear();
-            let runner = JobRegistry::new(&[timer])
-                .runner(&pool)
-                .set_concurrency(SLOTS, SLOTS)
-                .run()
-                .await
-                .unwrap();
-            spawn_one(&pool, SystemTime::now() + FAR).await;
-            let cpu = pg_work::cpu_now();
-            for i in 0..TRIALS {
-                tokio::time::sleep(SETTLE).await;
-                spawn_one(&pool, SystemTime::now() + NEAR).await;
-                wait_for("sqlxmq", i + 1, Duration::from_secs(30), || len_of(&RUNS)).await;
-            }
-            let cpu = pg_work::cpu_since(cpu);
-            drop(runner);
-            late(std::mem::take(&mut *RUNS.lock().unwrap()), cpu)
-        }
-    }
+        Imp::Sqlxmq => peer_sqlxmq::preemption().await,
+        Imp::Apalis => peer_apalis::preemption().await,
+        Imp::Graphile => peer_graphile::preemption().await,
+        Imp::GraphileDirect => return None,
+    })
 }
 
 // ---- end to end -----------------------------------------------------------
@@ -393,38 +334,58 @@ struct Rate {
     cpu: Cpu,
 }
 
-/// `JOBS` jobs due at once, with 4 slots: jobs per second from the due
-/// time (timerpool: until the last outcome row is committed) or from the
-/// runner's start on the backlog (sqlxmq: until the last handler has
-/// completed its job).
-async fn end_to_end(imp: Imp) -> Rate {
+/// Polls the outcome count of `schema` every 10 ms until `JOBS` outcomes
+/// are committed.
+async fn wait_outcomes(pool: &PgPool, schema: &str) {
+    let count = format!("SELECT count(*) FROM {schema}.outcomes");
+    let end = Instant::now() + Duration::from_secs(300);
+    loop {
+        let n: i64 = timerpool_pg::sqlx::query_scalar(&count)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        if n >= JOBS as i64 {
+            return;
+        }
+        assert!(Instant::now() < end, "{n} of {JOBS} outcomes in {schema}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `JOBS` jobs due at once, with 4 slots. timerpool: the node running,
+/// the tasks scheduled due 2 s ahead, jobs per second from the due time
+/// until the last outcome row is committed. The peers: a backlog of due
+/// jobs, then the runner starts, from its start until the last completion
+/// is committed.
+async fn end_to_end(imp: Imp) -> Option<Rate> {
     let due = SystemTime::now() + Duration::from_secs(2);
     let tasks: Vec<NewTask> = (0..JOBS)
         .map(|i| NewTask::new(format!("k{i}"), "h").at(due))
         .collect();
     let until_due = || due.duration_since(SystemTime::now()).unwrap_or_default();
-    match imp {
-        Imp::Blocking => block_in_place(|| {
+    Some(match imp {
+        Imp::Blocking => {
             let schema = "bench_e2e_blk";
-            let (mut c, q) = pg_work::fresh(schema);
             let sink = Sink::default();
-            let node = pg_work::node(schema, SLOTS, 512, &sink);
-            for chunk in tasks.chunks(1000) {
-                q.schedule_batch(&mut c, chunk).unwrap();
-            }
-            std::thread::sleep(until_due());
-            let (t, cpu) = (Instant::now(), pg_work::cpu_now());
-            let count = format!("SELECT count(*) FROM {schema}.outcomes");
-            while c.query_one(&count, &[]).unwrap().get::<_, i64>(0) < JOBS as i64 {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            let counter = pool(&base_url(), 1).await;
+            let node = block_in_place(|| {
+                let (mut c, q) = pg_work::fresh(schema);
+                let node = pg_work::node(schema, SLOTS, 512, &sink);
+                for chunk in tasks.chunks(1000) {
+                    q.schedule_batch(&mut c, chunk).unwrap();
+                }
+                node
+            });
+            tokio::time::sleep(until_due()).await;
+            let (t, cpu) = (Instant::now(), cpu_now());
+            wait_outcomes(&counter, schema).await;
             let r = Rate {
                 per_s: JOBS as f64 / t.elapsed().as_secs_f64(),
-                cpu: pg_work::cpu_since(cpu),
+                cpu: cpu_since(cpu),
             };
-            node.shutdown();
+            block_in_place(|| node.shutdown());
             r
-        }),
+        }
         Imp::Async => {
             let schema = "bench_e2e_async";
             let q = fresh_tp(schema);
@@ -435,45 +396,20 @@ async fn end_to_end(imp: Imp) -> Rate {
                 q.sqlx().schedule_batch(&pool, chunk).await.unwrap();
             }
             tokio::time::sleep(until_due()).await;
-            let (t, cpu) = (Instant::now(), pg_work::cpu_now());
-            let count = format!("SELECT count(*) FROM {schema}.outcomes");
-            loop {
-                let n: i64 = timerpool_pg::sqlx::query_scalar(&count)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                if n >= JOBS as i64 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            let (t, cpu) = (Instant::now(), cpu_now());
+            wait_outcomes(&pool, schema).await;
             let r = Rate {
                 per_s: JOBS as f64 / t.elapsed().as_secs_f64(),
-                cpu: pg_work::cpu_since(cpu),
+                cpu: cpu_since(cpu),
             };
             node.shutdown().await;
             r
         }
-        Imp::Sqlxmq => {
-            let pool = fresh_mq(DB).await;
-            RUNS.lock().unwrap().clear();
-            spawn_all(&pool, vec![SystemTime::now(); JOBS]).await;
-            let (t, cpu) = (Instant::now(), pg_work::cpu_now());
-            let runner = JobRegistry::new(&[timer])
-                .runner(&pool)
-                .set_concurrency(SLOTS, SLOTS)
-                .run()
-                .await
-                .unwrap();
-            wait_for("sqlxmq", JOBS, Duration::from_secs(300), || len_of(&RUNS)).await;
-            let r = Rate {
-                per_s: JOBS as f64 / t.elapsed().as_secs_f64(),
-                cpu: pg_work::cpu_since(cpu),
-            };
-            drop(runner);
-            r
-        }
-    }
+        Imp::Sqlxmq => peer_sqlxmq::end_to_end().await,
+        Imp::Apalis => peer_apalis::end_to_end().await,
+        Imp::Graphile => peer_graphile::end_to_end(peer_graphile::Setup::LocalQueue).await,
+        Imp::GraphileDirect => peer_graphile::end_to_end(peer_graphile::Setup::Direct).await,
+    })
 }
 
 // ---- one schedule inside a transaction ------------------------------------
@@ -489,170 +425,185 @@ struct InTx {
     cpu: Cpu,
 }
 
-fn in_tx(mut stmt: Vec<u64>, mut tx: Vec<u64>, cpu: Cpu) -> InTx {
+/// Runs `one` (a transaction, returning the statement's time and the
+/// whole transaction's) `WARM_UP` times untimed, then `SCHEDULES` times.
+async fn time_in_tx<F, Fut>(mut one: F) -> InTx
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = (Duration, Duration)>,
+{
+    let us = |d: Duration| d.as_micros() as u64;
+    let (mut stmt, mut whole) = (Vec::new(), Vec::new());
+    let mut cpu = cpu_now();
+    for i in 0..WARM_UP + SCHEDULES {
+        if i == WARM_UP {
+            cpu = cpu_now();
+        }
+        let (s, w) = one().await;
+        if i >= WARM_UP {
+            stmt.push(us(s));
+            whole.push(us(w));
+        }
+    }
+    let cpu = cpu_since(cpu);
     stmt.sort_unstable();
-    tx.sort_unstable();
+    whole.sort_unstable();
     let at = |v: &[u64], p: f64| v[((v.len() - 1) as f64 * p) as usize];
     InTx {
         stmt_p50: at(&stmt, 0.5),
         stmt_p99: at(&stmt, 0.99),
-        tx_p50: at(&tx, 0.5),
-        tx_p99: at(&tx, 0.99),
+        tx_p50: at(&whole, 0.5),
+        tx_p99: at(&whole, 0.99),
         cpu,
     }
 }
 
-/// `SCHEDULES` new keys (due in an hour), each in a transaction of its
+/// `SCHEDULES` new jobs (due in an hour), each in a transaction of its
 /// own on one connection, after `WARM_UP` untimed ones.
-async fn schedule_in_tx(imp: Imp) -> InTx {
-    let us = |d: Duration| d.as_micros() as u64;
-    let (mut stmt, mut whole) = (Vec::new(), Vec::new());
-    let mut cpu = pg_work::cpu_now();
-    match imp {
-        Imp::Blocking => block_in_place(|| {
-            let (mut c, q) = pg_work::fresh("bench_tx_blk");
-            for i in 0..WARM_UP + SCHEDULES {
-                if i == WARM_UP {
-                    cpu = pg_work::cpu_now();
-                }
+async fn schedule_in_tx(imp: Imp) -> Option<InTx> {
+    Some(match imp {
+        Imp::Blocking => {
+            let (mut c, q) = block_in_place(|| pg_work::fresh("bench_tx_blk"));
+            let mut i = 0;
+            let r = time_in_tx(|| {
+                i += 1;
                 let task = NewTask::new(format!("k{i}"), "h").after(FAR);
-                let t0 = Instant::now();
-                let mut tx = c.transaction().unwrap();
-                let t1 = Instant::now();
-                q.schedule(&mut tx, &task).unwrap();
-                let t2 = Instant::now();
-                tx.commit().unwrap();
-                if i >= WARM_UP {
-                    stmt.push(us(t2 - t1));
-                    whole.push(us(t0.elapsed()));
-                }
-            }
-        }),
+                let times = block_in_place(|| {
+                    let t0 = Instant::now();
+                    let mut tx = c.transaction().unwrap();
+                    let t1 = Instant::now();
+                    q.schedule(&mut tx, &task).unwrap();
+                    let t2 = Instant::now();
+                    tx.commit().unwrap();
+                    (t2 - t1, t0.elapsed())
+                });
+                std::future::ready(times)
+            })
+            .await;
+            // The synchronous client closes on its own runtime: not on
+            // this one's threads.
+            block_in_place(move || drop(c));
+            r
+        }
         Imp::Async => {
             let q = fresh_tp("bench_tx_async");
             let pool = pool(&base_url(), 1).await;
-            for i in 0..WARM_UP + SCHEDULES {
-                if i == WARM_UP {
-                    cpu = pg_work::cpu_now();
-                }
+            let mut i = 0;
+            time_in_tx(|| {
+                i += 1;
                 let task = NewTask::new(format!("k{i}"), "h").after(FAR);
-                let t0 = Instant::now();
-                let mut tx = pool.begin().await.unwrap();
-                let t1 = Instant::now();
-                q.sqlx().schedule(&mut *tx, &task).await.unwrap();
-                let t2 = Instant::now();
-                tx.commit().await.unwrap();
-                if i >= WARM_UP {
-                    stmt.push(us(t2 - t1));
-                    whole.push(us(t0.elapsed()));
+                let (q, pool) = (q.clone(), pool.clone());
+                async move {
+                    let t0 = Instant::now();
+                    let mut tx = pool.begin().await.unwrap();
+                    let t1 = Instant::now();
+                    q.sqlx().schedule(&mut *tx, &task).await.unwrap();
+                    let t2 = Instant::now();
+                    tx.commit().await.unwrap();
+                    (t2 - t1, t0.elapsed())
                 }
-            }
+            })
+            .await
         }
-        Imp::Sqlxmq => {
-            let pool = fresh_mq(DB).await;
-            let pool1 = self::pool(&url_of(DB), 1).await;
-            drop(pool);
-            for i in 0..WARM_UP + SCHEDULES {
-                if i == WARM_UP {
-                    cpu = pg_work::cpu_now();
-                }
-                let due = micros(SystemTime::now() + FAR);
-                let t0 = Instant::now();
-                let mut tx = pool1.begin().await.unwrap();
-                let t1 = Instant::now();
-                timer
-                    .builder()
-                    .set_json(&due)
-                    .unwrap()
-                    .set_delay(FAR)
-                    .spawn(&mut *tx)
-                    .await
-                    .unwrap();
-                let t2 = Instant::now();
-                tx.commit().await.unwrap();
-                if i >= WARM_UP {
-                    stmt.push(us(t2 - t1));
-                    whole.push(us(t0.elapsed()));
-                }
-            }
-        }
-    }
-    in_tx(stmt, whole, pg_work::cpu_since(cpu))
+        Imp::Sqlxmq => peer_sqlxmq::schedule_in_tx().await,
+        Imp::Apalis => peer_apalis::schedule_in_tx().await,
+        Imp::Graphile => peer_graphile::schedule_in_tx().await,
+        Imp::GraphileDirect => return None,
+    })
 }
 
 // ---- idle -----------------------------------------------------------------
 
-/// Transactions committed per second in each implementation's own
-/// database while it idles with `PENDING` jobs an hour away, all three
-/// at once, over `IDLE_WINDOW` after an 11 s settle (backends flush their
-/// statistics within 10 s of going idle).
-async fn idle() -> [(Imp, f64); 3] {
-    let (blk_db, async_db, mq_db) = (
-        "timerpool_idle_blk",
-        "timerpool_idle_async",
-        "timerpool_sqlxmq_idle",
-    );
+/// Starts `imp` idling in the database `db` (made afresh) with `PENDING`
+/// jobs an hour away.
+async fn idle_start(imp: Imp, db: &str) -> Option<Running> {
     let tasks: Vec<NewTask> = (0..PENDING)
         .map(|i| NewTask::new(format!("k{i}"), "h").after(FAR))
         .collect();
-    let blocking = block_in_place(|| {
-        for db in [blk_db, async_db] {
+    let install = |db: &str| {
+        block_in_place(|| {
             recreate(db);
             let mut c = config_of(db).connect(postgres::NoTls).unwrap();
             let q = Queue::new("timerpool", "bench").unwrap();
             q.install(&mut c).unwrap();
             q.schedule_batch(&mut c, &tasks).unwrap();
+        })
+    };
+    Some(match imp {
+        Imp::Blocking => {
+            install(db);
+            let sink = Sink::default();
+            let node = block_in_place(|| {
+                Node::builder(config_of(db), "bench")
+                    .workers(SLOTS)
+                    .handler("h", move |job| {
+                        sink.lock().unwrap().push(late_us(job.due()));
+                        Ok(())
+                    })
+                    .start()
+                    .unwrap()
+            });
+            Running::new(move || block_in_place(|| node.shutdown()))
         }
-        let sink = Sink::default();
-        Node::builder(config_of(blk_db), "bench")
-            .workers(SLOTS)
-            .handler("h", move |job| {
-                sink.lock().unwrap().push(late_us(job.due()));
-                Ok(())
-            })
-            .start()
-            .unwrap()
+        Imp::Async => {
+            install(db);
+            let node = async_node(config_of(db), "timerpool", 16, &Sink::default());
+            Running::new_async(node.shutdown())
+        }
+        Imp::Sqlxmq => peer_sqlxmq::idle(db, PENDING).await,
+        Imp::Apalis => peer_apalis::idle(db, PENDING).await,
+        Imp::Graphile => peer_graphile::idle(db, PENDING, peer_graphile::Setup::LocalQueue).await,
+        Imp::GraphileDirect => peer_graphile::idle(db, PENDING, peer_graphile::Setup::Direct).await,
+    })
+}
+
+/// Transactions committed per second in each implementation's own
+/// database while it idles with `PENDING` jobs an hour away, all at
+/// once, over `IDLE_WINDOW` after an 11 s settle (backends flush their
+/// statistics within 10 s of going idle).
+async fn idle() -> Vec<(Imp, f64)> {
+    let mut running = Vec::new();
+    for imp in IMPS {
+        let db = format!("{DB_PREFIX}idle_{}", format!("{imp:?}").to_lowercase());
+        if let Some(r) = idle_start(imp, &db).await {
+            running.push((imp, db, r));
+        }
+    }
+    // A new database gets a visit from autovacuum, whose transactions
+    // count in its commits: vacuum each now, before the window, so that
+    // visit is less likely to fall inside it.
+    block_in_place(|| {
+        for (_, db, _) in &running {
+            let mut c = config_of(db).connect(postgres::NoTls).unwrap();
+            c.batch_execute("VACUUM ANALYZE").unwrap();
+        }
     });
-    let sink = Sink::default();
-    let asynchronous = async_node(config_of(async_db), "timerpool", 16, &sink);
-    let mq = fresh_mq(mq_db).await;
-    spawn_all(&mq, vec![SystemTime::now() + FAR; PENDING]).await;
-    let runner = JobRegistry::new(&[timer])
-        .runner(&mq)
-        .set_concurrency(SLOTS, SLOTS)
-        .run()
-        .await
-        .unwrap();
     tokio::time::sleep(Duration::from_secs(11)).await;
     let admin = pool(&base_url(), 1).await;
-    let commits = || async {
-        let mut out = Vec::new();
-        for db in [blk_db, async_db, mq_db] {
-            let n: i64 = timerpool_pg::sqlx::query_scalar(
+    let commits = |db: String| {
+        let admin = admin.clone();
+        async move {
+            timerpool_pg::sqlx::query_scalar::<_, i64>(
                 "SELECT xact_commit FROM pg_stat_database WHERE datname = $1",
             )
             .bind(db)
             .fetch_one(&admin)
             .await
-            .unwrap();
-            out.push(n);
+            .unwrap()
         }
-        out
     };
-    let before = commits().await;
+    let mut before = Vec::new();
+    for (_, db, _) in &running {
+        before.push(commits(db.clone()).await);
+    }
     tokio::time::sleep(IDLE_WINDOW).await;
-    let after = commits().await;
-    drop(runner);
-    mq.close().await;
-    asynchronous.shutdown().await;
-    block_in_place(|| blocking.shutdown());
-    let secs = IDLE_WINDOW.as_secs_f64();
-    let rate = |i: usize| (after[i] - before[i]) as f64 / secs;
-    [
-        (Imp::Blocking, rate(0)),
-        (Imp::Async, rate(1)),
-        (Imp::Sqlxmq, rate(2)),
-    ]
+    let mut out = Vec::new();
+    for (i, (imp, db, r)) in running.into_iter().enumerate() {
+        let after = commits(db).await;
+        out.push((imp, (after - before[i]) as f64 / IDLE_WINDOW.as_secs_f64()));
+        r.stop().await;
+    }
+    out
 }
 
 // ---- report ---------------------------------------------------------------
@@ -676,121 +627,230 @@ fn load() -> String {
         .to_string()
 }
 
+/// Why a row is empty: graphile_worker's direct fetching is measured on
+/// the due-now and idle workloads only.
+const ONLY_E2E: &str = "— (measured on the due-now and idle workloads only)";
+
 /// The median round by p99, and the early runs summed over all rounds.
 fn late_row(imp: Imp, mut runs: Vec<Late>) {
+    if runs.is_empty() {
+        println!("| {} | {ONLY_E2E} | | | | |", imp.name());
+        return;
+    }
     let early: usize = runs.iter().map(|l| l.early).sum();
     runs.sort_by_key(|l| l.p99_us);
     let m = runs[runs.len() / 2];
+    let all: Vec<String> = runs
+        .iter()
+        .map(|l| format!("{}/{}", ms(l.p50_us), ms(l.p99_us)))
+        .collect();
     println!(
-        "| {} | {} | {} | {} | {early} | {} |",
+        "| {} | {} | {} | {} | {early} | {} | {} |",
         imp.name(),
         ms(m.p50_us),
         ms(m.p99_us),
         ms(m.max_us),
-        cpu(m.cpu)
+        cpu(m.cpu),
+        all.join(", ")
     );
 }
 
-const IMPS: [Imp; 3] = [Imp::Blocking, Imp::Async, Imp::Sqlxmq];
+/// Command line: `--rounds N` and `--only a,b` (workloads among
+/// lateness, preemption, e2e, tx, idle; all by default).
+struct Args {
+    rounds: usize,
+    only: Option<Vec<String>>,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let mut a = Args {
+            rounds: ROUNDS,
+            only: None,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--rounds" => {
+                    a.rounds = it.next().and_then(|v| v.parse().ok()).expect("--rounds N")
+                }
+                "--only" => {
+                    let list = it.next().expect("--only a,b");
+                    a.only = Some(list.split(',').map(str::to_string).collect());
+                }
+                other => panic!("unknown argument {other}"),
+            }
+        }
+        a
+    }
+
+    fn runs(&self, workload: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|w| w == workload))
+    }
+}
+
+/// Each workload's results per implementation (in `IMPS` order).
+struct Results {
+    lat: Vec<Vec<Late>>,
+    pre: Vec<Vec<Late>>,
+    e2e: Vec<Vec<Rate>>,
+    tx: Vec<Vec<InTx>>,
+    idl: Vec<Vec<f64>>,
+}
+
+fn ix(imp: Imp) -> usize {
+    IMPS.iter().position(|x| *x == imp).unwrap()
+}
+
+async fn round(args: &Args, round: usize, r: &mut Results) {
+    let mut order: Vec<Imp> = IMPS.to_vec();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    eprintln!("round {round}, load {}", load());
+    if args.runs("lateness") {
+        for &imp in &order {
+            if let Some(l) = lateness(imp).await {
+                eprintln!("  lateness {imp:?}: {l:?}");
+                r.lat[ix(imp)].push(l);
+            }
+        }
+    }
+    if args.runs("preemption") {
+        for &imp in &order {
+            if let Some(l) = preemption(imp).await {
+                eprintln!("  preemption {imp:?}: {l:?}");
+                r.pre[ix(imp)].push(l);
+            }
+        }
+    }
+    if args.runs("e2e") {
+        for &imp in &order {
+            if let Some(e) = end_to_end(imp).await {
+                eprintln!("  end to end {imp:?}: {e:?}");
+                r.e2e[ix(imp)].push(e);
+            }
+        }
+    }
+    if args.runs("tx") {
+        for &imp in &order {
+            if let Some(t) = schedule_in_tx(imp).await {
+                eprintln!("  schedule in tx {imp:?}: {t:?}");
+                r.tx[ix(imp)].push(t);
+            }
+        }
+    }
+    if args.runs("idle") {
+        for (imp, rate) in idle().await {
+            eprintln!("  idle {imp:?}: {rate:.3}/s");
+            r.idl[ix(imp)].push(rate);
+        }
+    }
+    eprintln!("round {round} done, load {}", load());
+}
+
+fn report(args: &Args, r: &Results) {
+    let n = args.rounds;
+    if args.runs("lateness") {
+        println!("\n### Lateness: {TIMERS} timers over {SPREAD:?}, 4 slots; the median of {n} rounds by p99\n");
+        println!("| implementation | p50 ms | p99 ms | max ms | early (all rounds) | CPU client / server | rounds p50/p99 ms |");
+        println!("| --- | ---: | ---: | ---: | ---: | --- | --- |");
+        for imp in IMPS {
+            late_row(imp, r.lat[ix(imp)].clone());
+        }
+    }
+    if args.runs("preemption") {
+        println!("\n### Preemption: a job due in {NEAR:?} while one is due in an hour, {TRIALS} trials a round; the median round by p99\n");
+        println!("| implementation | p50 ms | p99 ms | max ms | early (all rounds) | CPU client / server | rounds p50/p99 ms |");
+        println!("| --- | ---: | ---: | ---: | ---: | --- | --- |");
+        for imp in IMPS {
+            late_row(imp, r.pre[ix(imp)].clone());
+        }
+    }
+    if args.runs("e2e") {
+        println!("\n### End to end: {JOBS} jobs due at once, one node / runner with 4 slots; the median of {n} rounds\n");
+        println!("| implementation | jobs/s | CPU client / server | all rounds jobs/s |");
+        println!("| --- | ---: | --- | --- |");
+        for imp in IMPS {
+            let mut v = r.e2e[ix(imp)].clone();
+            let all: Vec<String> = v.iter().map(|e| format!("{:.0}", e.per_s)).collect();
+            v.sort_by(|a, b| a.per_s.total_cmp(&b.per_s));
+            let m = v[v.len() / 2];
+            println!(
+                "| {} | {:.0} | {} | {} |",
+                imp.name(),
+                m.per_s,
+                cpu(m.cpu),
+                all.join(", ")
+            );
+        }
+    }
+    if args.runs("tx") {
+        println!("\n### One schedule inside a transaction, {SCHEDULES} a round on one connection; the median round by statement p50\n");
+        println!(
+            "| implementation | statement p50 µs | p99 µs | BEGIN + statement + COMMIT p50 µs | p99 µs | CPU client / server ({SCHEDULES} transactions) |"
+        );
+        println!("| --- | ---: | ---: | ---: | ---: | --- |");
+        for imp in IMPS {
+            let mut v = r.tx[ix(imp)].clone();
+            if v.is_empty() {
+                println!("| {} | {ONLY_E2E} | | | | |", imp.name());
+                continue;
+            }
+            v.sort_by_key(|t| t.stmt_p50);
+            let m = v[v.len() / 2];
+            println!(
+                "| {} | {} | {} | {} | {} | {} |",
+                imp.name(),
+                m.stmt_p50,
+                m.stmt_p99,
+                m.tx_p50,
+                m.tx_p99,
+                cpu(m.cpu)
+            );
+        }
+    }
+    if args.runs("idle") {
+        println!("\n### Idle: {PENDING} jobs an hour away, transactions committed per second over {IDLE_WINDOW:?}; the median of {n} rounds\n");
+        println!("| implementation | transactions/s | all rounds |");
+        println!("| --- | ---: | --- |");
+        for imp in IMPS {
+            let mut v = r.idl[ix(imp)].clone();
+            if v.is_empty() {
+                println!("| {} | {ONLY_E2E} | |", imp.name());
+                continue;
+            }
+            let all: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
+            v.sort_by(f64::total_cmp);
+            println!(
+                "| {} | {:.2} | {} |",
+                imp.name(),
+                v[v.len() / 2],
+                all.join(", ")
+            );
+        }
+    }
+}
 
 #[tokio::main]
 async fn main() {
+    let args = Args::parse();
     println!("load average at start: {}", load());
-    let mut lat: Vec<Vec<Late>> = vec![Vec::new(); 3];
-    let mut pre: Vec<Vec<Late>> = vec![Vec::new(); 3];
-    let mut e2e: Vec<Vec<Rate>> = vec![Vec::new(); 3];
-    let mut tx: Vec<Vec<InTx>> = vec![Vec::new(); 3];
-    let mut idl: Vec<Vec<f64>> = vec![Vec::new(); 3];
-    for round in 0..ROUNDS {
-        let mut order: Vec<(usize, Imp)> = IMPS.into_iter().enumerate().collect();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        eprintln!("round {round}, load {}", load());
-        for &(i, imp) in &order {
-            let l = lateness(imp).await;
-            eprintln!("  lateness {imp:?}: {l:?}");
-            lat[i].push(l);
-        }
-        for &(i, imp) in &order {
-            let l = preemption(imp).await;
-            eprintln!("  preemption {imp:?}: {l:?}");
-            pre[i].push(l);
-        }
-        for &(i, imp) in &order {
-            let r = end_to_end(imp).await;
-            eprintln!("  end to end {imp:?}: {r:?}");
-            e2e[i].push(r);
-        }
-        for &(i, imp) in &order {
-            let t = schedule_in_tx(imp).await;
-            eprintln!("  schedule in tx {imp:?}: {t:?}");
-            tx[i].push(t);
-        }
-        for (imp, rate) in idle().await {
-            eprintln!("  idle {imp:?}: {rate:.3}/s");
-            idl[IMPS.iter().position(|x| *x == imp).unwrap()].push(rate);
-        }
-        eprintln!("round {round} done, load {}", load());
+    fn empty<T: Clone>() -> Vec<Vec<T>> {
+        vec![Vec::new(); IMPS.len()]
     }
-
-    println!("\n### Lateness: {TIMERS} timers over {SPREAD:?}, 4 slots; the median of {ROUNDS} rounds by p99\n");
-    println!(
-        "| implementation | p50 ms | p99 ms | max ms | early (all rounds) | CPU client / server |"
-    );
-    println!("| --- | ---: | ---: | ---: | ---: | --- |");
-    for (i, imp) in IMPS.into_iter().enumerate() {
-        late_row(imp, lat[i].clone());
+    let mut r = Results {
+        lat: empty(),
+        pre: empty(),
+        e2e: empty(),
+        tx: empty(),
+        idl: empty(),
+    };
+    for i in 0..args.rounds {
+        round(&args, i, &mut r).await;
     }
-    println!("\n### Preemption: a job due in {NEAR:?} while one is due in an hour, {TRIALS} trials a round; the median round by p99\n");
-    println!(
-        "| implementation | p50 ms | p99 ms | max ms | early (all rounds) | CPU client / server |"
-    );
-    println!("| --- | ---: | ---: | ---: | ---: | --- |");
-    for (i, imp) in IMPS.into_iter().enumerate() {
-        late_row(imp, pre[i].clone());
-    }
-    println!("\n### End to end: {JOBS} jobs due at once, one node / runner with 4 slots; the median of {ROUNDS} rounds\n");
-    println!("| implementation | jobs/s | CPU client / server |");
-    println!("| --- | ---: | --- |");
-    for (i, imp) in IMPS.into_iter().enumerate() {
-        let mut v = e2e[i].clone();
-        v.sort_by(|a, b| a.per_s.total_cmp(&b.per_s));
-        let m = v[v.len() / 2];
-        println!("| {} | {:.0} | {} |", imp.name(), m.per_s, cpu(m.cpu));
-    }
-    println!("\n### One keyed schedule (sqlxmq: one spawn) inside a transaction, {SCHEDULES} a round on one connection; the median round by statement p50\n");
-    println!(
-        "| client | statement p50 µs | p99 µs | BEGIN + statement + COMMIT p50 µs | p99 µs | CPU client / server ({SCHEDULES} transactions) |"
-    );
-    println!("| --- | ---: | ---: | ---: | ---: | --- |");
-    for (i, imp) in IMPS.into_iter().enumerate() {
-        let mut v = tx[i].clone();
-        v.sort_by_key(|t| t.stmt_p50);
-        let m = v[v.len() / 2];
-        println!(
-            "| {} | {} | {} | {} | {} | {} |",
-            imp.name(),
-            m.stmt_p50,
-            m.stmt_p99,
-            m.tx_p50,
-            m.tx_p99,
-            cpu(m.cpu)
-        );
-    }
-    println!("\n### Idle: {PENDING} jobs an hour away, transactions committed per second over {IDLE_WINDOW:?}; the median of {ROUNDS} rounds\n");
-    println!("| implementation | transactions/s | all rounds |");
-    println!("| --- | ---: | --- |");
-    for (i, imp) in IMPS.into_iter().enumerate() {
-        let mut v = idl[i].clone();
-        v.sort_by(f64::total_cmp);
-        let all: Vec<String> = idl[i].iter().map(|r| format!("{r:.2}")).collect();
-        println!(
-            "| {} | {:.2} | {} |",
-            imp.name(),
-            v[v.len() / 2],
-            all.join(", ")
-        );
-    }
+    report(&args, &r);
     println!("\nload average at end: {}", load());
 }

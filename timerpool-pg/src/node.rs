@@ -121,8 +121,10 @@ impl NodeBuilder {
     /// starts and then once per period, every calendar schedule of the
     /// queue ([`Queue::register_schedule`]) that has no live pending tick
     /// (its tick was cancelled, expired unrun, or its node died before
-    /// enqueuing the next) gets its next one by its backfill policy. When
-    /// every schedule has its tick, that costs one query per period.
+    /// enqueuing the next) gets its next one by its backfill policy. The
+    /// check rides on that period's claim, in the same statement: when
+    /// every schedule has its tick, or the queue has none, it costs no
+    /// statement of its own.
     pub fn safety_recheck(mut self, every: Duration) -> NodeBuilder {
         self.safety = every;
         self

@@ -124,6 +124,21 @@ fn reschedule(s: &str) -> String {
 
 /// The `claim` statement of schema `s`.
 fn claim(s: &str) -> String {
+    claim_with(s, "")
+}
+
+/// The `claim` of a node's start and safety re-checks: the same claim,
+/// each row ending with one more column, true iff a calendar schedule of
+/// the queue has no live pending tick (`calendar::stalled`). Asked in
+/// the claim's own statement, so a re-check stays one transaction.
+pub(crate) fn claim_recheck(s: &str) -> String {
+    let stalled = crate::calendar::stalled(s);
+    claim_with(s, &format!(", EXISTS ({stalled}) AS stalled"))
+}
+
+/// The claim with `more` (empty, or a comma and columns) after the
+/// columns every claim returns.
+fn claim_with(s: &str, more: &str) -> String {
     format!(
         "WITH c AS (
             SELECT id FROM {s}.tasks
@@ -144,7 +159,7 @@ fn claim(s: &str) -> String {
             FROM {s}.tasks WHERE queue = $1 AND id NOT IN (SELECT id FROM c)
         )
         SELECT nx.now_us, nx.next_us, u.id, u.key, u.handler, u.payload, u.attempt,
-               u.max_attempts, u.due, u.claimed, u.stale, u.last_error
+               u.max_attempts, u.due, u.claimed, u.stale, u.last_error{more}
         FROM nx LEFT JOIN u ON true
         ORDER BY u.due, u.id"
     )

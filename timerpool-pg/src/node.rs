@@ -130,7 +130,10 @@ impl NodeBuilder {
         self
     }
 
-    /// How long finished tasks' records are kept (default 7 days).
+    /// How long finished tasks' records are kept (default 7 days). The
+    /// node removes them once they pass it, within
+    /// `min(retention / 2, 60 s)` (within an hour for a result recorded
+    /// late, with an older finish time).
     pub fn retention(mut self, keep: Duration) -> NodeBuilder {
         self.retention = keep;
         self

@@ -222,6 +222,27 @@ fn purge(s: &str) -> String {
     )
 }
 
+/// The purge of a node's recorder: as `purge` (`$1` queue, `$2` age in
+/// µs), returning one row: the database's time and the finish time of the
+/// oldest outcome it keeps (µs since the epoch; NULL if none), the first
+/// that can pass retention. Both sides of the cut use one reading of the
+/// clock, so no outcome falls between them.
+pub(crate) fn purge_next(s: &str) -> String {
+    format!(
+        "WITH t AS (
+            SELECT n AS now, n - $2::int8 * interval '1 microsecond' AS cutoff
+            FROM (SELECT clock_timestamp() AS n) c
+        ), d AS (
+            DELETE FROM {s}.outcomes o USING t
+            WHERE o.queue = $1 AND o.finished < t.cutoff
+        )
+        SELECT (extract(epoch FROM t.now) * 1000000)::int8,
+               (SELECT (extract(epoch FROM min(o.finished)) * 1000000)::int8
+                FROM {s}.outcomes o WHERE o.queue = $1 AND o.finished >= t.cutoff)
+        FROM t"
+    )
+}
+
 /// The `history` statement of schema `s`.
 fn history(s: &str) -> String {
     format!(

@@ -17,6 +17,7 @@ use crate::connect::harden;
 use crate::names::{check_key, check_name, check_payload};
 use crate::{Error, HandlerResult, Job, NewTask, Queue};
 use parking_lot::Mutex;
+use postgres::types::Type;
 use postgres::{Client, GenericClient, Transaction};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use timerpool::Calendar;
@@ -339,6 +340,23 @@ fn expiry(cal: &Calendar, backfill: Backfill, t: SystemTime) -> Option<Duration>
     x.duration_since(t).ok()
 }
 
+/// The names of the calendar schedules of queue `$1` (text) in schema `s`
+/// that have no live pending tick: none at their high-water mark, or only
+/// one past its expiry. A node's re-check claim asks whether there is any
+/// (`EXISTS`), and only then the node reads them and tops them up.
+pub(crate) fn stalled(s: &str) -> String {
+    format!(
+        "SELECT c.name FROM {s}.calendars c
+         WHERE c.queue = $1 AND NOT EXISTS (
+             SELECT 1 FROM {s}.tasks t
+             WHERE t.queue = c.queue AND t.state = 'pending'
+               AND t.key = '{PREFIX}' || c.name || ':'
+                           || floor(extract(epoch FROM c.last_tick))::int8::text
+               AND (t.expires IS NULL OR t.expires >= clock_timestamp()))
+         ORDER BY c.name"
+    )
+}
+
 impl Queue {
     /// Registers the calendar schedule `s` of this queue, or confirms it:
     /// idempotent, so every node may register its schedules at start-up.
@@ -568,24 +586,14 @@ impl Queue {
     /// Tops up the schedules of this queue that have no live pending tick
     /// (none, or one past its expiry), each in its own transaction; one
     /// that fails does not stop the others, and is tried again at the next
-    /// call. A node calls it when it starts and at every safety re-check;
-    /// when every schedule has its tick, that is one query.
+    /// call. A node calls it when the claim of its start or of a safety
+    /// re-check reports such a schedule (`sql::claim_recheck`), so a
+    /// queue whose schedules all have their tick costs it nothing.
     pub(crate) fn top_up_stalled(&self, client: &mut Client) -> Result<(), Error> {
-        let s = self.schema();
+        // One round trip: a statement prepared first would cost the server
+        // a transaction of its own.
         let names: Vec<String> = client
-            .query(
-                &format!(
-                    "SELECT c.name FROM {s}.calendars c
-                     WHERE c.queue = $1 AND NOT EXISTS (
-                         SELECT 1 FROM {s}.tasks t
-                         WHERE t.queue = c.queue AND t.state = 'pending'
-                           AND t.key = '{PREFIX}' || c.name || ':'
-                                       || floor(extract(epoch FROM c.last_tick))::int8::text
-                           AND (t.expires IS NULL OR t.expires >= clock_timestamp()))
-                     ORDER BY c.name"
-                ),
-                &[&self.name()],
-            )?
+            .query_typed(&stalled(self.schema()), &[(&self.name(), Type::TEXT)])?
             .iter()
             .map(|r| r.get(0))
             .collect();

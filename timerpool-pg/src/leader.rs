@@ -12,13 +12,16 @@
 //!   database for the next run time again.
 //! - `in_flight` counts attempts handed to workers; the leader claims only
 //!   while it is below `prefetch`.
-//! - Before its first round and then once per safety re-check period, the
-//!   leader tops up the queue's calendar schedules that lack a live pending
-//!   tick (`calendar.rs`), on its own connection: one query when none does.
+//! - Its first claim and then one claim per safety re-check period also
+//!   ask whether a calendar schedule of the queue lacks a live pending
+//!   tick (`sql::claim_recheck`); only if one does, the leader tops the
+//!   schedules up (`calendar.rs`) on its connection and claims again at
+//!   once. So the check costs an idle node no transaction of its own.
 
 use crate::connect::Connector;
 use crate::recorder::{Done, Msg, Verdict};
 use crate::shared::{Job, Shared};
+use crate::sql;
 use crossbeam_channel::Sender;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;
@@ -31,14 +34,21 @@ use std::time::{Duration, Instant};
 struct Conn {
     client: Client,
     claim: Statement,
+    /// The claim that also asks for stalled calendar schedules.
+    recheck: Statement,
 }
 
 impl Conn {
     fn prepare(mut client: Client, shared: &Shared) -> Result<Conn, postgres::Error> {
-        let sql = shared.cfg.queue.sql();
+        let queue = &shared.cfg.queue;
         let types = [Type::TEXT, Type::INT8, Type::TEXT, Type::INT8];
-        let claim = client.prepare_typed(&sql.claim, &types)?;
-        Ok(Conn { client, claim })
+        let claim = client.prepare_typed(&queue.sql().claim, &types)?;
+        let recheck = client.prepare_typed(&sql::claim_recheck(queue.schema()), &types)?;
+        Ok(Conn {
+            client,
+            claim,
+            recheck,
+        })
     }
 }
 
@@ -54,6 +64,9 @@ struct Claimed {
     now: i64,
     /// The earliest run time left in the queue, µs since the epoch.
     next: Option<i64>,
+    /// A re-check's claim found a calendar schedule without a live
+    /// pending tick.
+    stalled: bool,
 }
 
 /// The leader's state between rounds.
@@ -86,8 +99,9 @@ pub(crate) fn run(
     // Reconnects since the last good round: a statement that keeps failing
     // on a fresh connection (say, a dropped table) must not spin.
     let mut failures = 0u32;
-    // The last calendar top-up; `None` until the first, at start.
-    let mut topped: Option<Instant> = None;
+    // When the last safety re-check's claim ran; `None` until the first,
+    // at start.
+    let mut rechecked: Option<Instant> = None;
     while !shared.stopping() {
         let limit = leader.room();
         if limit == 0 {
@@ -106,16 +120,17 @@ pub(crate) fn run(
                 continue;
             }
         };
-        if topped.is_none_or(|t| t.elapsed() >= shared.cfg.safety) {
-            // Attempted once per period whatever the result: a failure is
-            // retried at the next period, and a broken connection shows in
-            // the claim that follows.
-            topped = Some(Instant::now());
-            let _ = shared.cfg.queue.top_up_stalled(&mut c.client);
-        }
-        match leader.round(c, limit) {
-            Ok(()) => failures = 0,
-            // Reconnect and start over: nothing is carried across.
+        let recheck = rechecked.is_none_or(|t| t.elapsed() >= shared.cfg.safety);
+        let at = Instant::now();
+        match leader.round(c, limit, recheck) {
+            Ok(()) => {
+                failures = 0;
+                if recheck {
+                    rechecked = Some(at);
+                }
+            }
+            // Reconnect and start over: nothing is carried across, and a
+            // re-check that failed is asked again.
             Err(_) => conn = None,
         }
     }
@@ -145,15 +160,29 @@ impl Leader<'_> {
         }
     }
 
-    /// One round: forget old notifications, claim, then wait for the next
-    /// run time, a notification that may be earlier, or the bound.
-    fn round(&mut self, c: &mut Conn, limit: usize) -> Result<(), postgres::Error> {
+    /// One round: forget old notifications, claim (asking for stalled
+    /// calendar schedules if `recheck`), then wait for the next run time, a
+    /// notification that may be earlier, or the bound.
+    fn round(&mut self, c: &mut Conn, limit: usize, recheck: bool) -> Result<(), postgres::Error> {
         {
             let mut pending = c.client.notifications();
             let mut old = pending.iter();
             while old.next()?.is_some() {}
         }
-        let Claimed { n, now, next } = self.claim(c, limit)?;
+        let Claimed {
+            n,
+            now,
+            next,
+            stalled,
+        } = self.claim(c, limit, recheck)?;
+        if stalled {
+            // A failure is left to the next re-check, or to another node;
+            // a broken connection shows in the next claim. That claim
+            // follows at once: a tick enqueued here may be due already
+            // (a missed one, by its backfill policy).
+            let _ = self.shared.cfg.queue.top_up_stalled(&mut c.client);
+            return Ok(());
+        }
         if n == limit {
             return Ok(()); // more may be due
         }
@@ -185,17 +214,26 @@ impl Leader<'_> {
     }
 
     /// Claims up to `limit` runnable tasks, hands them on, and reads the
-    /// next run time (µs) among the rest, counting the new leases.
-    fn claim(&mut self, c: &mut Conn, limit: usize) -> Result<Claimed, postgres::Error> {
+    /// next run time (µs) among the rest, counting the new leases; with
+    /// `recheck`, also whether a calendar schedule is stalled.
+    fn claim(
+        &mut self,
+        c: &mut Conn,
+        limit: usize,
+        recheck: bool,
+    ) -> Result<Claimed, postgres::Error> {
         let cfg = &self.shared.cfg;
         let lease_us = cfg.lease.as_micros() as i64;
         let (queue, limit_i) = (cfg.queue.name(), limit as i64);
+        let statement = if recheck { &c.recheck } else { &c.claim };
         let rows = c
             .client
-            .query(&c.claim, &[&queue, &limit_i, &cfg.id, &lease_us])?;
+            .query(statement, &[&queue, &limit_i, &cfg.id, &lease_us])?;
         let received = Instant::now();
         let now: i64 = rows.first().map_or(0, |r| r.get(0));
         let mut next: Option<i64> = rows.first().and_then(|r| r.get(1));
+        // Every row carries the same answer, and there is always a row.
+        let stalled = recheck && rows.first().is_some_and(|r| r.get::<_, bool>(12));
         let jobs: Vec<Job> = rows
             .iter()
             .filter(|r| r.get::<_, Option<i64>>(2).is_some())
@@ -222,7 +260,12 @@ impl Leader<'_> {
         let claimed = &self.shared.counters.claimed;
         claimed.fetch_add(n as u64, Ordering::Relaxed);
         jobs.into_iter().for_each(|job| self.dispatch(job));
-        Ok(Claimed { n, now, next })
+        Ok(Claimed {
+            n,
+            now,
+            next,
+            stalled,
+        })
     }
 
     /// Sends a claimed attempt to a worker, or straight to the recorder if

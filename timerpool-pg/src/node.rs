@@ -121,14 +121,19 @@ impl NodeBuilder {
     /// starts and then once per period, every calendar schedule of the
     /// queue ([`Queue::register_schedule`]) that has no live pending tick
     /// (its tick was cancelled, expired unrun, or its node died before
-    /// enqueuing the next) gets its next one by its backfill policy. When
-    /// every schedule has its tick, that costs one query per period.
+    /// enqueuing the next) gets its next one by its backfill policy. The
+    /// check rides on that period's claim, in the same statement: when
+    /// every schedule has its tick, or the queue has none, it costs no
+    /// statement of its own.
     pub fn safety_recheck(mut self, every: Duration) -> NodeBuilder {
         self.safety = every;
         self
     }
 
-    /// How long finished tasks' records are kept (default 7 days).
+    /// How long finished tasks' records are kept (default 7 days). The
+    /// node removes them once they pass it, within
+    /// `min(retention / 2, 60 s)` (within an hour for a result recorded
+    /// late, with an older finish time).
     pub fn retention(mut self, keep: Duration) -> NodeBuilder {
         self.retention = keep;
         self

@@ -15,6 +15,12 @@ use std::time::{Duration, Instant, SystemTime};
 /// Most results written in one transaction.
 const BATCH: usize = 2048;
 
+/// The longest wait between purges. The next purge is due when the oldest
+/// outcome kept passes retention, since outcomes written later finish
+/// later; one written late with an older finish time (a result held while
+/// the database was unreachable) is removed at most this much later.
+const PURGE_MAX_WAIT: Duration = Duration::from_secs(3600);
+
 /// How an attempt went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
@@ -125,6 +131,8 @@ struct Recorder<'a> {
     pause: Duration,
     /// A stop was asked and the leader not yet woken.
     wake_leader: bool,
+    /// The purge statement (`sql::purge_next`).
+    purge_sql: String,
 }
 
 /// Runs until every sender is gone and every result is written (or, when
@@ -141,6 +149,7 @@ pub(crate) fn run(shared: &Shared, connector: Connector, first: Client, inbox: R
         failing_since: None,
         pause: Duration::from_millis(50),
         wake_leader: false,
+        purge_sql: crate::sql::purge_next(shared.cfg.queue.schema()),
     };
     let mut open = true;
     while open || !r.batch.is_empty() {
@@ -283,7 +292,9 @@ impl Recorder<'_> {
         if now >= self.next_beat && self.with_client(Recorder::heartbeat).is_some() {
             self.next_beat = now + self.shared.cfg.heartbeat;
         }
-        if now >= self.next_purge && self.with_client(Recorder::purge).is_some() {
+        // A purge sets the next one's time; one that failed is tried again
+        // a period later, not at once: nothing waits on it.
+        if now >= self.next_purge && self.with_client(Recorder::purge).is_none() {
             self.next_purge = now + self.shared.cfg.purge_every;
         }
     }
@@ -307,15 +318,35 @@ impl Recorder<'_> {
         Ok(())
     }
 
+    /// Deletes the queue's outcomes past retention and sets the next
+    /// purge for when the oldest one kept passes it: every `purge_every`
+    /// at most while outcomes keep passing retention, and on a queue with
+    /// none to remove, not before one can (but within `PURGE_MAX_WAIT`).
     fn purge(&mut self, conn: &mut Conn) -> Result<(), postgres::Error> {
         let cfg = &self.shared.cfg;
         let keep_us = micros_ceil(cfg.retention).unwrap_or(i64::MAX);
-        let sql = &cfg.queue.sql().purge;
         let queue = cfg.queue.name();
         let args: [(&(dyn ToSql + Sync), Type); 2] = [(&queue, Type::TEXT), (&keep_us, Type::INT8)];
-        conn.client.query_typed(sql, &args)?;
+        let rows = conn.client.query_typed(&self.purge_sql, &args)?;
+        let (now_us, oldest_us): (i64, Option<i64>) =
+            rows.first().map_or((0, None), |r| (r.get(0), r.get(1)));
+        self.next_purge = Instant::now() + purge_wait(now_us, oldest_us, keep_us, cfg.purge_every);
         Ok(())
     }
+}
+
+/// The wait until the next purge, from the database's time `now_us`, the
+/// finish time of the oldest outcome kept `oldest_us` (µs since the
+/// epoch) and the retention `keep_us`: until that outcome passes
+/// retention, at least `every`, at most [`PURGE_MAX_WAIT`].
+fn purge_wait(now_us: i64, oldest_us: Option<i64>, keep_us: i64, every: Duration) -> Duration {
+    // No outcome kept: the first one written from now on passes retention
+    // a whole period from now.
+    let until_us = oldest_us.map_or(keep_us, |t| {
+        t.saturating_add(keep_us).saturating_sub(now_us)
+    });
+    let until = Duration::from_micros(until_us.max(0).unsigned_abs());
+    until.max(every).min(PURGE_MAX_WAIT)
 }
 
 /// Records final outcomes; returns how many were still this node's.
@@ -400,8 +431,29 @@ fn error_text(v: &Verdict) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::backoff_us;
+    use super::{backoff_us, purge_wait, PURGE_MAX_WAIT};
     use std::time::Duration;
+
+    #[test]
+    fn the_next_purge_waits_for_the_oldest_outcome_kept() {
+        let (s, minute) = (1_000_000i64, Duration::from_secs(60));
+        let now = 1_800_000_000 * s;
+        // Kept for an hour; the oldest finished 10 minutes ago.
+        let wait = purge_wait(now, Some(now - 600 * s), 3600 * s, minute);
+        assert_eq!(wait, Duration::from_secs(3000));
+        // Nothing kept: no outcome can pass retention within a period.
+        let wait = purge_wait(now, None, 600 * s, minute);
+        assert_eq!(wait, Duration::from_secs(600));
+        // Outcomes passing retention all the time: once per period.
+        assert_eq!(
+            purge_wait(now, Some(now - 599 * s), 600 * s, minute),
+            minute
+        );
+        // A week's retention on an idle queue: bounded.
+        let week = 7 * 86_400 * s;
+        assert_eq!(purge_wait(now, None, week, minute), PURGE_MAX_WAIT);
+        assert_eq!(purge_wait(now, Some(now), i64::MAX, minute), PURGE_MAX_WAIT);
+    }
 
     #[test]
     fn backoff_doubles_and_is_capped() {

@@ -130,6 +130,21 @@ fn reschedule(s: &str) -> String {
 
 /// The `claim` statement of schema `s`.
 fn claim(s: &str) -> String {
+    claim_with(s, "")
+}
+
+/// The `claim` of a node's start and safety re-checks: the same claim,
+/// each row ending with one more column, true iff a calendar schedule of
+/// the queue has no live pending tick (`calendar::stalled`). Asked in
+/// the claim's own statement, so a re-check stays one transaction.
+pub(crate) fn claim_recheck(s: &str) -> String {
+    let stalled = crate::calendar::stalled(s);
+    claim_with(s, &format!(", EXISTS ({stalled}) AS stalled"))
+}
+
+/// The claim with `more` (empty, or a comma and columns) after the
+/// columns every claim returns.
+fn claim_with(s: &str, more: &str) -> String {
     format!(
         "WITH c AS (
             SELECT id FROM {s}.tasks
@@ -150,7 +165,7 @@ fn claim(s: &str) -> String {
             FROM {s}.tasks WHERE queue = $1 AND id NOT IN (SELECT id FROM c)
         )
         SELECT nx.now_us, nx.next_us, u.id, u.key, u.handler, u.payload, u.attempt,
-               u.max_attempts, u.due, u.claimed, u.stale, u.last_error
+               u.max_attempts, u.due, u.claimed, u.stale, u.last_error{more}
         FROM nx LEFT JOIN u ON true
         ORDER BY u.due, u.id"
     )
@@ -224,6 +239,27 @@ fn purge(s: &str) -> String {
     format!(
         "DELETE FROM {s}.outcomes
          WHERE queue = $1 AND finished < clock_timestamp() - $2 * interval '1 microsecond'"
+    )
+}
+
+/// The purge of a node's recorder: as `purge` (`$1` queue, `$2` age in
+/// µs), returning one row: the database's time and the finish time of the
+/// oldest outcome it keeps (µs since the epoch; NULL if none), the first
+/// that can pass retention. Both sides of the cut use one reading of the
+/// clock, so no outcome falls between them.
+pub(crate) fn purge_next(s: &str) -> String {
+    format!(
+        "WITH t AS (
+            SELECT n AS now, n - $2::int8 * interval '1 microsecond' AS cutoff
+            FROM (SELECT clock_timestamp() AS n) c
+        ), d AS (
+            DELETE FROM {s}.outcomes o USING t
+            WHERE o.queue = $1 AND o.finished < t.cutoff
+        )
+        SELECT (extract(epoch FROM t.now) * 1000000)::int8,
+               (SELECT (extract(epoch FROM min(o.finished)) * 1000000)::int8
+                FROM {s}.outcomes o WHERE o.queue = $1 AND o.finished >= t.cutoff)
+        FROM t"
     )
 }
 

@@ -708,12 +708,15 @@ impl Queue {
                     DELETE FROM {s}.tasks t
                     WHERE t.queue = $1 AND t.key = $2 AND t.state = 'pending'
                       AND (NOT $4 OR t.expires < clock_timestamp())
-                    RETURNING t.id, t.queue, t.key, t.handler, t.due, t.created
+                    RETURNING t.id, t.queue, t.key, t.handler, t.due, t.created,
+                              t.payload, t.max_attempts
                 )
                 INSERT INTO {s}.outcomes (id, queue, key, handler, outcome, due, created,
-                                          finished, attempts)
+                                          finished, attempts, payload, max_attempts)
                 SELECT d.id, d.queue, d.key, d.handler, $3, d.due, d.created,
-                       clock_timestamp(), 0 FROM d"
+                       clock_timestamp(), 0,
+                       CASE WHEN $3 = 'expired' THEN d.payload END,
+                       CASE WHEN $3 = 'expired' THEN d.max_attempts END FROM d"
             ),
             &[&self.name(), &tick_key(name, tick), &outcome, &expired_only],
         )?;

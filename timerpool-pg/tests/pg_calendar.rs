@@ -554,6 +554,20 @@ fn backfill_case(schema: &str, policy: Backfill, expect: impl Fn(usize) -> usize
     let kept = want == missed.len();
     assert_eq!(first.1, if kept { "completed" } else { "expired" });
     assert_eq!(done.len(), want + usize::from(!kept), "{by:?}");
+    if !kept {
+        // An expired tick keeps what a retry reruns it with.
+        let row = c
+            .query_one(
+                &format!("SELECT payload, max_attempts FROM {schema}.outcomes WHERE key = $1"),
+                &[&tick_key("m", start)],
+            )
+            .unwrap();
+        let (payload, bound): (Option<Vec<u8>>, Option<i32>) = (row.get(0), row.get(1));
+        assert!(
+            payload.is_some() && bound.is_some(),
+            "{payload:?} {bound:?}"
+        );
+    }
 }
 
 #[test]

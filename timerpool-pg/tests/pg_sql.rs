@@ -351,16 +351,10 @@ fn upgrading_a_version_1_schema_keeps_its_pending_tasks_and_they_fire() {
         "no functions before the upgrade"
     );
     q.install(&mut c).unwrap();
-    let versions: Vec<(i32, bool)> = c
-        .query(
-            &format!("SELECT version, breaking FROM {schema}.migrations ORDER BY 1"),
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
-    assert_eq!(versions, [(1, true), (2, false), (3, false), (4, false)]);
+    assert_eq!(
+        applied_versions(&mut c, schema),
+        [(1, true), (2, false), (3, false), (4, false)]
+    );
     assert_eq!(SCHEMA_VERSION, 4);
     let meta: i32 = c
         .query_one(&format!("SELECT version FROM {schema}.meta"), &[])
@@ -386,6 +380,19 @@ fn upgrading_a_version_1_schema_keeps_its_pending_tasks_and_they_fire() {
     let done = || states(&mut c, &q, "later") == [State::Completed];
     assert!(wait_until(LONG, done));
     node.shutdown();
+}
+
+/// The migrations applied to `schema`: version and whether it breaks older
+/// nodes, in order.
+fn applied_versions(c: &mut postgres::Client, schema: &str) -> Vec<(i32, bool)> {
+    c.query(
+        &format!("SELECT version, breaking FROM {schema}.migrations ORDER BY 1"),
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
 }
 
 /// Every row of `table` in `schema` as JSON text, by id, without the
@@ -427,16 +434,10 @@ fn upgrading_a_version_3_schema_keeps_its_tasks_and_outcomes() {
 
     let q = Queue::new(schema, "q").unwrap();
     q.install(&mut c).unwrap();
-    let versions: Vec<(i32, bool)> = c
-        .query(
-            &format!("SELECT version, breaking FROM {schema}.migrations ORDER BY 1"),
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
-    assert_eq!(versions, [(1, true), (2, false), (3, false), (4, false)]);
+    assert_eq!(
+        applied_versions(&mut c, schema),
+        [(1, true), (2, false), (3, false), (4, false)]
+    );
     // The migration changed no row: the tasks keep their payloads and
     // bounds, and the old outcome rows keep none of the new columns.
     assert_eq!(rows(&mut c, schema, "tasks", &[]), tasks);

@@ -18,10 +18,9 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::future::poll_fn;
 use std::io::{BufWriter, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use timerpool::{Builder, TimerPool};
+use timerpool::{Builder, TaskContext, TimerPool};
 use tokio_util::time::{delay_queue, DelayQueue};
 
 /// The shape of a session run.
@@ -216,46 +215,30 @@ impl Expiries {
 
 // ---------------------------------------------------------------- timerpool
 
-/// What the expiry closures share with the driver.
-struct Sessions {
-    /// Time zero of `due` (before every due time of the run).
-    epoch: Instant,
-    /// Per session id: the due time of its pending expiry task, in
-    /// nanoseconds since `epoch` plus one; 0 once that task started (its
-    /// closure takes the value) or was cancelled. A rescheduled task keeps
-    /// its closure, so the closure reads its due time here.
-    due: Vec<AtomicU64>,
-    out: Mutex<Expiries>,
-}
-
-impl Sessions {
-    fn ns(&self, at: Instant) -> u64 {
-        (at - self.epoch).as_nanos() as u64 + 1
-    }
-}
-
-/// The expiry task of session `id`: take its due time, record the lateness.
-fn expiry(s: &'static Sessions, id: usize) -> impl FnOnce() + Send + 'static {
+/// The expiry task of the session under `key`: its lateness is the time
+/// its closure starts less the due time the pool ran it for
+/// ([`TaskContext::due`]), as the DelayQueue arm reads each expiry's
+/// deadline from the queue.
+fn expiry(out: &'static Mutex<Expiries>, key: u64) -> impl FnOnce() + Send + 'static {
     move || {
-        let now = s.ns(Instant::now());
-        let due = s.due[id].swap(0, Ordering::AcqRel);
-        let mut out = s.out.lock().unwrap();
-        if due == 0 {
-            out.unmatched += 1;
+        let now = Instant::now();
+        let Some(ctx) = TaskContext::current() else {
+            out.lock().unwrap().unmatched += 1;
             return;
-        }
-        out.record(key(id), now.checked_sub(due));
+        };
+        let late = now.checked_duration_since(ctx.due());
+        out.lock()
+            .unwrap()
+            .record(key, late.map(|d| d.as_nanos() as u64));
     }
 }
 
 /// The session workload on `timerpool`, built from `builder`: the calling
 /// thread is the driver (`schedule_detached` to open and reopen,
 /// `reschedule(&key, timeout)` to touch, `cancel(&key)` to close), each
-/// expiry a task, `shutdown()` the drain. Expiries log to `log` if given.
-///
-/// A touch's due time is read just before `reschedule`, which reads the
-/// pool's clock itself a little later, so the lateness recorded is at least
-/// the pool's own (never under it).
+/// expiry a task, `shutdown()` the drain. The pool's keys are the only
+/// record of which sessions are open: a touch whose `reschedule` finds no
+/// pending task reopens the session. Expiries log to `log` if given.
 pub fn session_timerpool(
     spec: SessionSpec,
     seed: u64,
@@ -266,18 +249,12 @@ pub fn session_timerpool(
     let firsts = first_deadlines(spec, seed);
     let mut events = Events::new(spec, seed);
     let t0 = Instant::now();
-    // Leaked (a few bytes per session, once per run) rather than shared
-    // through an `Arc`: a reference count per task would be the
-    // measurement's cost, charged to the pool.
-    let s: &'static Sessions = Box::leak(Box::new(Sessions {
-        epoch: t0,
-        due: (0..spec.sessions).map(|_| AtomicU64::new(0)).collect(),
-        out: Mutex::new(Expiries::new(log)),
-    }));
+    // Leaked (once per run) rather than shared through an `Arc`: a
+    // reference count per task would be the measurement's cost, charged to
+    // the pool.
+    let out: &'static Mutex<Expiries> = Box::leak(Box::new(Mutex::new(Expiries::new(log))));
     for (id, first) in firsts.iter().enumerate() {
-        let due = t0 + *first;
-        s.due[id].store(s.ns(due), Ordering::Release);
-        pool.schedule_detached(key(id), due, expiry(s, id))
+        pool.schedule_detached(key(id), t0 + *first, expiry(out, key(id)))
             .expect("an open");
     }
     // Touches, reopens, closes.
@@ -291,39 +268,19 @@ pub fn session_timerpool(
         for _ in 0..spec.per_tick {
             match events.next_event() {
                 Event::Touch(id) => {
-                    let slot = &s.due[id];
-                    if slot.load(Ordering::Acquire) != 0 {
-                        let due = Instant::now() + spec.timeout;
-                        if pool.reschedule(&key(id), spec.timeout).expect("a touch") {
-                            // Its task is due a timeout from now: no worker
-                            // starts it before this store.
-                            slot.store(s.ns(due), Ordering::Release);
-                            counts[0] += 1;
-                            continue;
-                        }
-                        // Its task started: let its closure take the due
-                        // time it was started for before the reopen.
-                        let waited = Instant::now();
-                        while slot.load(Ordering::Acquire) != 0 {
-                            assert!(
-                                waited.elapsed() < Duration::from_secs(10),
-                                "session {id}: its task is neither pending nor running"
-                            );
-                            std::thread::yield_now();
-                        }
+                    let k = key(id);
+                    if pool.reschedule(&k, spec.timeout).expect("a touch") {
+                        counts[0] += 1;
+                    } else {
+                        pool.schedule_detached(k, spec.timeout, expiry(out, k))
+                            .expect("a reopen");
+                        counts[1] += 1;
                     }
-                    let due = Instant::now() + spec.timeout;
-                    slot.store(s.ns(due), Ordering::Release);
-                    pool.schedule_detached(key(id), spec.timeout, expiry(s, id))
-                        .expect("a reopen");
-                    counts[1] += 1;
                 }
                 Event::Close(id) => {
-                    let slot = &s.due[id];
-                    // A failed cancel: the task started, the session expired
-                    // before the close.
-                    if slot.load(Ordering::Acquire) != 0 && pool.cancel(&key(id)) {
-                        slot.store(0, Ordering::Release);
+                    // A failed cancel: the session expired or was closed
+                    // before.
+                    if pool.cancel(&key(id)) {
                         counts[2] += 1;
                     }
                 }
@@ -333,7 +290,7 @@ pub fn session_timerpool(
     pool.shutdown();
     let wall = t0.elapsed();
     drop(pool);
-    let out = std::mem::replace(&mut *s.out.lock().unwrap(), Expiries::new(None));
+    let out = std::mem::replace(&mut *out.lock().unwrap(), Expiries::new(None));
     out.finish(counts, wall)
 }
 

@@ -70,4 +70,29 @@ impl<K, V, S> IndexedHeap<K, V, S> {
         self.nodes[pos] = node;
         self.meta[node.slot as usize].pos = pos as u32;
     }
+
+    /// The due times of the entries due at or before `upto`, in no order,
+    /// written to the front of `out`: how many, or `None` if more than
+    /// `out` holds. Heap order makes them the subtree under the root whose
+    /// nodes are due by `upto`, so the walk reads those nodes and their
+    /// children only (the top of the heap, mostly cached). Runs no user
+    /// code.
+    pub(crate) fn dues_through(&self, upto: i64, out: &mut [i64]) -> Option<usize> {
+        let mut found = 0;
+        self.collect_dues(0, upto, out, &mut found).then_some(found)
+    }
+
+    /// Depth first from `pos` (the recursion is as deep as the heap is
+    /// high); false once `out` is full and another entry is due by `upto`.
+    fn collect_dues(&self, pos: usize, upto: i64, out: &mut [i64], found: &mut usize) -> bool {
+        let Some(node) = self.nodes.get(pos).filter(|n| n.due <= upto) else {
+            return true;
+        };
+        let Some(slot) = out.get_mut(*found) else {
+            return false;
+        };
+        *slot = node.due;
+        *found += 1;
+        (pos * ARITY + 1..pos * ARITY + 1 + ARITY).all(|c| self.collect_dues(c, upto, out, found))
+    }
 }

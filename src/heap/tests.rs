@@ -325,3 +325,36 @@ fn equal_due_times_keep_their_order_across_the_32_bit_stamp_boundary() {
         .collect();
     assert_eq!(order, vec![0, 2, 3, 4, 5, 6, 7, 1]);
 }
+
+#[test]
+fn dues_through_reads_exactly_the_entries_due_by_the_bound() {
+    let mut heap = IndexedHeap::new();
+    // Scrambled due times, some equal, in a heap several levels deep.
+    let dues: Vec<i64> = (0..500).map(|i| (i * 7_919 % 500) / 2).collect();
+    for (k, &due) in dues.iter().enumerate() {
+        heap.insert(k as u64, due, ());
+    }
+    heap.pop_due(3);
+    heap.reschedule(&100, 40);
+    let mut left: Vec<i64> = (0..500u64)
+        .filter_map(|k| heap.get(&k).map(|(due, _)| due))
+        .collect();
+    left.sort_unstable();
+    let mut out = [0i64; 64];
+    for upto in [-1, 0, 3, 10, 25, 31] {
+        let n = heap.dues_through(upto, &mut out).expect("under 64 due");
+        let mut got = out[..n].to_vec();
+        got.sort_unstable();
+        let want: Vec<i64> = left.iter().copied().filter(|&d| d <= upto).collect();
+        assert_eq!(got, want, "due by {upto}");
+    }
+    assert_eq!(
+        heap.dues_through(200, &mut out),
+        None,
+        "more than 64 due by 200"
+    );
+    assert_eq!(
+        IndexedHeap::<u64, ()>::new().dues_through(i64::MAX, &mut out),
+        Some(0)
+    );
+}

@@ -72,7 +72,8 @@ pub(crate) fn asks_for_one<K: Key>(
     if wake::deputies(shared.config.workers) == 0 || *asked == head {
         return false;
     }
-    let Some(deadline) = head.and_then(|due| shared.time.sleep_deadline(due)) else {
+    let batch = shared.batch(st).map(|b| b.due);
+    let Some(deadline) = batch.and_then(|due| shared.time.sleep_deadline(due)) else {
         return false;
     };
     if plan.dense(deadline, shared.latest_start(st))
@@ -96,19 +97,45 @@ mod tests {
     /// A pool's engine without threads, for `workers` workers, with one
     /// task pending an hour from now.
     fn engine_with_far_task(workers: usize) -> Shared<u64> {
+        engine_with_tasks(workers, &[0])
+    }
+
+    /// A pool's engine without threads, for `workers` workers, with a task
+    /// pending an hour from now plus each of `after` (nanoseconds).
+    fn engine_with_tasks(workers: usize, after: &[i64]) -> Shared<u64> {
         let config = crate::TimerPool::<u64>::builder()
             .workers(workers)
             .validate();
         let shared = Shared::new(config.expect("valid"), None, Observe::default());
-        let arrival = Arrival {
-            key: TaskKey::Keyed(1),
-            due: shared.time.now().ns + 3_600_000_000_000,
+        let hour = shared.time.now().ns + 3_600_000_000_000;
+        let arrivals = after.iter().enumerate().map(|(k, ns)| Arrival {
+            key: TaskKey::Keyed(k as u64 + 1),
+            due: hour + ns,
             task: Task::Once(once_job(|| ())),
-        };
+        });
+        shared.admit(arrivals, |_, _| ()).expect("admitted");
         shared
-            .admit(std::iter::once(arrival), |_, _| ())
-            .expect("admitted");
-        shared
+    }
+
+    #[test]
+    fn the_leader_and_the_deputies_wait_for_the_end_of_the_heads_batch() {
+        // Due 40 and 90 µs after the head, then nothing for a second.
+        let shared = engine_with_tasks(3, &[0, 40_000, 90_000, 1_000_000_000]);
+        let st = shared.state.lock();
+        let head = st.pending.peek_due().expect("a head");
+        let batch = shared.batch(&st).expect("a batch");
+        assert_eq!((batch.due, batch.lone), (head + 90_000, false));
+        // The deputy asked for stands over the batch's end, not the head.
+        let at = shared
+            .time
+            .sleep_deadline(batch.due)
+            .expect("a real deadline");
+        shared.handoff.pretend_watching(wake::deputy_until(at));
+        let plan = WakePlan::new(Precision::Frugal, None);
+        assert!(
+            !asks_for_one(&shared, &st, &plan, &mut None),
+            "one stands over the batch"
+        );
     }
 
     #[test]

@@ -156,9 +156,11 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, plan: &mut WakePla
         return Step::Start;
     }
     // No real deadline: nothing pending, or a clock moved by hand.
-    let deadline = head.and_then(|due| shared.time.sleep_deadline(due));
+    let batch = shared.batch(st);
+    let deadline = batch.and_then(|b| shared.time.sleep_deadline(b.due));
+    let lone = batch.is_some_and(|b| b.lone);
     let last = shared.latest_start(st);
-    Step::Wait(plan.leader_wait(deadline, last, shared.time.real_now()))
+    Step::Wait(plan.leader_wait(deadline, lone, last, shared.time.real_now()))
 }
 
 /// Step 3, a spin round: spin, the lock released, until `until` (the wake

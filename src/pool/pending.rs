@@ -136,6 +136,15 @@ impl<K: Hash + Eq> Pending<K> {
         }
     }
 
+    /// The due times of the heap's tasks due at or before `upto`, in no
+    /// order, into the front of `out`: how many, or `None` if more than
+    /// `out` holds (`IndexedHeap::dues_through`). The ready lane's tasks
+    /// are due on arrival and started before any wait, so they are not
+    /// among them.
+    pub(crate) fn dues_through(&self, upto: i64, out: &mut [i64]) -> Option<usize> {
+        self.heap.dues_through(upto, out)
+    }
+
     /// Take out the earliest task if it is due by `now`, to start it at
     /// once. A shrink of the heap this makes due waits for
     /// [`shrink_heap`](Self::shrink_heap), after the start. Runs no user

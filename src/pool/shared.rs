@@ -31,6 +31,7 @@ use super::pending::{Given, Pending};
 use super::stats::Counters;
 use super::task::{Task, TaskKey};
 use super::time::Timeline;
+use super::wake::{self, Batch};
 use crate::clock::Wake;
 use crate::sync::{thread, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::hash::Hash;
@@ -237,6 +238,16 @@ impl<K: Key> Shared<K> {
     pub(crate) fn notify_leader(&self) {
         self.leader_cv.notify_one();
         self.handoff.nudge();
+    }
+
+    /// Step 3: what the pool waits for, the head's batch by the wake
+    /// policy (`wake::batch`), read from the heap under the lock; `None`:
+    /// nothing pending.
+    pub(crate) fn batch(&self, st: &State<K>) -> Option<Batch> {
+        let head = st.pending.peek_due()?;
+        Some(wake::batch(self.config.precision, head, |upto, out| {
+            st.pending.dues_through(upto, out)
+        }))
     }
 
     /// The real instant the latest task started was due at, if any: the

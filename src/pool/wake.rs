@@ -18,8 +18,17 @@
 //!
 //! # The policy
 //!
-//! The leader waits for the head in a timed wait ([`Wait::Until`]). Under
-//! [`Precision::Frugal`] an isolated due time gets an *early wake*: the
+//! What the pool waits for is the head's *batch* ([`batch`]): under
+//! [`Precision::Frugal`], when the due times from the head on form a
+//! batch (each within [`BATCH_GAP`] of the one before, the last within
+//! [`BATCH_SPAN`] of the head) followed by a spell of [`BATCH_GAP`] with
+//! nothing due, the wait is for the batch's last due time, so one wake-up
+//! starts them all; due times with no such spell (a stream) are waited for
+//! one at a time. The protocol reads the due times (facts under the lock)
+//! and both the leader and the deputies wait for the same answer.
+//!
+//! The leader waits for the batch in a timed wait ([`Wait::Until`]). Under
+//! [`Precision::Frugal`] an isolated due time (a batch of one) gets an *early wake*: the
 //! leader ends its wait by the measured lateness of timed waits before the
 //! due time and spins the rest ([`Wait::Spin`]), paid from a budget of a
 //! small share of one core, and only for sparse due times (a due time
@@ -49,6 +58,8 @@
 //! | [`MAX_SAVED`] | 2 ms | the most spinning saved up while idle, one burst of sparse timers | sparse workload |
 //! | [`WARM_AFTER`], [`WARM_AHEAD`] | 4 ms, 500 µs | a long wait ends in a short one, which ends closer to its deadline | "Warm-up before long waits" |
 //! | [`MAX_DEPUTIES`] | 3 | free workers watching a due time beside the leader | mixed-lengths workload, four workers |
+//! | [`BATCH_SPAN`], [`BATCH_GAP`] | 250 µs, 250 µs | a frugal pool wakes once for a batch of due times followed by a quiet spell, not once per due time; a stream with no such spell is waited for task by task, as before | session workload; lateness workload (a stream, unchanged) |
+//! | [`BATCH_LOOK`] | 128 | bounds the due times read under the lock to find a batch's end; more than this within the window is a stream | session workload's drain |
 //! | [`BACKUP`] | 100 µs | bounds how long a due task waits for a leader held up or running a task; the quiet pass saves a wake-up per due time | session workload; mixed lengths |
 
 use std::time::{Duration, Instant};
@@ -143,6 +154,73 @@ const WARM_AHEAD: Duration = Duration::from_micros(500);
 /// The most free workers that stand deputy at once.
 pub(crate) const MAX_DEPUTIES: usize = 3;
 
+/// The most a batch delays its first due time.
+const BATCH_SPAN: Duration = Duration::from_micros(250);
+
+/// A spell this long with nothing due ends a batch.
+const BATCH_GAP: Duration = Duration::from_micros(250);
+
+/// The most due times [`batch`] reads to find a batch's end.
+pub(crate) const BATCH_LOOK: usize = 128;
+
+/// What the pool waits for (step 3): the due time of the last task of the
+/// head's batch, on the pool's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Batch {
+    /// The due time to wait for: the head's, or a later one of its batch.
+    pub(crate) due: i64,
+    /// Nothing else is due within [`BATCH_GAP`] after the head: an
+    /// isolated due time, which may get the early wake.
+    pub(crate) lone: bool,
+}
+
+/// Step 3: the batch of the head due at `head` under `precision`.
+/// `dues(upto, out)` writes the due times of the pending tasks due at or
+/// before `upto` into `out` (in any order) and says how many, or `None` if
+/// more than `out` holds. Precision mode waits for every due time itself.
+pub(crate) fn batch(
+    precision: Precision,
+    head: i64,
+    dues: impl FnOnce(i64, &mut [i64]) -> Option<usize>,
+) -> Batch {
+    let stream = Batch {
+        due: head,
+        lone: false,
+    };
+    if precision != Precision::Frugal {
+        return Batch {
+            due: head,
+            lone: true,
+        };
+    }
+    let (span, gap) = (nanos(BATCH_SPAN), nanos(BATCH_GAP));
+    let mut buf = [0i64; BATCH_LOOK];
+    let Some(n) = dues(head.saturating_add(span + gap), &mut buf) else {
+        return stream;
+    };
+    let found = &mut buf[..n];
+    found.sort_unstable();
+    let mut end = head;
+    for &due in found.iter() {
+        if due.saturating_sub(end) > gap {
+            break;
+        }
+        end = end.max(due);
+    }
+    if end.saturating_sub(head) > span {
+        return stream;
+    }
+    Batch {
+        due: end,
+        lone: end == head,
+    }
+}
+
+/// A short policy duration in the pool clock's nanoseconds.
+fn nanos(d: Duration) -> i64 {
+    d.as_nanos() as i64
+}
+
 /// How the leader waits next (step 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wait {
@@ -194,12 +272,14 @@ impl WakePlan {
         }
     }
 
-    /// Step 3: how the leader waits, at `now`, for a head whose real due
-    /// instant is `deadline` (`None`: nothing to wait for by the clock),
-    /// the latest task started having been due at `last_started`.
+    /// Step 3: how the leader waits, at `now`, for a batch whose real due
+    /// instant is `deadline` (`None`: nothing to wait for by the clock) and
+    /// that is `lone` or not, the latest task started having been due at
+    /// `last_started`.
     pub(crate) fn leader_wait(
         &mut self,
         deadline: Option<Instant>,
+        lone: bool,
         last_started: Option<Instant>,
         now: Instant,
     ) -> Wait {
@@ -207,7 +287,11 @@ impl WakePlan {
             self.spinning_toward = None;
             return Wait::Untimed;
         };
-        let window = self.window(deadline, last_started, now);
+        let window = if lone {
+            self.window(deadline, last_started, now)
+        } else {
+            self.precision.window()
+        };
         match deadline.checked_sub(window) {
             Some(wake_at) if wake_at > now => {
                 self.spinning_toward = None;
@@ -417,10 +501,90 @@ mod tests {
         plan
     }
 
+    /// The batch of the head due at `head` among the pending `dues`.
+    fn batch_of(precision: Precision, head: i64, dues: &[i64]) -> Batch {
+        batch(precision, head, |upto, out| {
+            let due: Vec<i64> = dues.iter().copied().filter(|&d| d <= upto).collect();
+            let room = out.get_mut(..due.len())?;
+            room.copy_from_slice(&due);
+            Some(due.len())
+        })
+    }
+
+    #[test]
+    fn a_batch_ends_at_its_last_due_time_before_a_quiet_spell() {
+        let us = |n: i64| n * 1_000;
+        let gap = nanos(BATCH_GAP);
+        // Due times 0, 40 and 90 µs, then nothing for longer than the gap:
+        // one wait, for the last of them.
+        let dues = [us(90), 0, us(40), us(90) + gap + 1];
+        let b = batch_of(Precision::Frugal, 0, &dues);
+        assert_eq!(
+            b,
+            Batch {
+                due: us(90),
+                lone: false
+            }
+        );
+        // Alone within the gap: its own due time, an isolated one.
+        let b = batch_of(Precision::Frugal, 0, &[0, gap + 1]);
+        assert_eq!(b, Batch { due: 0, lone: true });
+        // Nothing else pending at all.
+        assert_eq!(
+            batch_of(Precision::Frugal, 7, &[7]),
+            Batch { due: 7, lone: true }
+        );
+    }
+
+    #[test]
+    fn a_stream_with_no_quiet_spell_is_waited_for_due_time_by_due_time() {
+        let step = nanos(BATCH_GAP) / 2;
+        // Due times every half gap for longer than the span: a stream.
+        let stream: Vec<i64> = (0..20).map(|i| i * step).collect();
+        let b = batch_of(Precision::Frugal, 0, &stream);
+        assert_eq!(
+            b,
+            Batch {
+                due: 0,
+                lone: false
+            }
+        );
+        // More due within the window than a batch reads: a stream too.
+        let crowd = vec![5; BATCH_LOOK + 1];
+        assert_eq!(
+            batch_of(Precision::Frugal, 5, &crowd),
+            Batch {
+                due: 5,
+                lone: false
+            }
+        );
+        // Precision mode waits for each due time.
+        let b = batch_of(Precision::Spin(Duration::from_micros(50)), 0, &[0, 10, 20]);
+        assert_eq!(b, Batch { due: 0, lone: true });
+    }
+
+    #[test]
+    fn only_a_lone_due_time_gets_the_early_wake() {
+        let mut plan = learnt();
+        let now = Instant::now();
+        let due = now + Duration::from_millis(2);
+        let Wait::Until { at, .. } = plan.leader_wait(Some(due), false, None, now) else {
+            panic!("a timed wait");
+        };
+        assert_eq!(at, due, "a batch's wait ends at its due time");
+        let Wait::Until { at, .. } = plan.leader_wait(Some(due), true, None, now) else {
+            panic!("a timed wait");
+        };
+        assert!(at < due, "a lone due time wakes early");
+    }
+
     #[test]
     fn nothing_to_wait_for_by_the_clock_is_an_untimed_wait() {
         let mut plan = learnt();
-        assert_eq!(plan.leader_wait(None, None, Instant::now()), Wait::Untimed);
+        assert_eq!(
+            plan.leader_wait(None, true, None, Instant::now()),
+            Wait::Untimed
+        );
     }
 
     #[test]
@@ -428,7 +592,7 @@ mod tests {
         let mut plan = learnt();
         let now = Instant::now();
         let due = now + Duration::from_millis(2);
-        let Wait::Until { at, learn: true } = plan.leader_wait(Some(due), None, now) else {
+        let Wait::Until { at, learn: true } = plan.leader_wait(Some(due), true, None, now) else {
             panic!("a timed wait")
         };
         assert!(
@@ -436,12 +600,15 @@ mod tests {
             "ends early by the estimate"
         );
         // At the wake: spin towards the due time, a round at a time.
-        let Wait::Spin(until) = plan.leader_wait(Some(due), None, at) else {
+        let Wait::Spin(until) = plan.leader_wait(Some(due), true, None, at) else {
             panic!("a spin")
         };
         assert_eq!(until, due.min(at + SPIN_ROUND));
         let near = due - 5 * US;
-        assert_eq!(plan.leader_wait(Some(due), None, near), Wait::Spin(due));
+        assert_eq!(
+            plan.leader_wait(Some(due), true, None, near),
+            Wait::Spin(due)
+        );
     }
 
     #[test]
@@ -452,7 +619,7 @@ mod tests {
         let last = Some(due - plan.early() * DENSE_GAPS / 2);
         assert!(plan.dense(due, last));
         assert_eq!(
-            plan.leader_wait(Some(due), last, now),
+            plan.leader_wait(Some(due), true, last, now),
             Wait::Until {
                 at: due,
                 learn: true
@@ -471,10 +638,10 @@ mod tests {
         let mut spun = 0;
         for _ in 0..100 {
             let due = now + 300 * US;
-            match plan.leader_wait(Some(due), None, now) {
+            match plan.leader_wait(Some(due), true, None, now) {
                 Wait::Until { at, .. } if at == due => break,
                 Wait::Until { at, .. } => {
-                    let w = plan.leader_wait(Some(due), None, at);
+                    let w = plan.leader_wait(Some(due), true, None, at);
                     assert!(matches!(w, Wait::Spin(_)), "{w:?}");
                     plan.spun(due);
                     spun += 1;
@@ -490,7 +657,7 @@ mod tests {
         let later = now + early * SPIN_SHARE * 2;
         let due = later + Duration::from_millis(1);
         assert!(matches!(
-            plan.leader_wait(Some(due), None, later),
+            plan.leader_wait(Some(due), true, None, later),
             Wait::Until { at, .. } if at == due - early
         ));
     }
@@ -501,7 +668,7 @@ mod tests {
         let now = Instant::now();
         let far = now + WARM_AFTER + Duration::from_millis(1);
         assert_eq!(
-            plan.leader_wait(Some(far), None, now),
+            plan.leader_wait(Some(far), true, None, now),
             Wait::Until {
                 at: far - WARM_AHEAD,
                 learn: false
@@ -509,7 +676,7 @@ mod tests {
         );
         let short = now + WARM_AFTER;
         assert_eq!(
-            plan.leader_wait(Some(short), None, now),
+            plan.leader_wait(Some(short), true, None, now),
             Wait::Until {
                 at: short,
                 learn: true
@@ -525,14 +692,14 @@ mod tests {
         let due = now + Duration::from_millis(1);
         let dense = Some(due - US);
         assert_eq!(
-            plan.leader_wait(Some(due), dense, now),
+            plan.leader_wait(Some(due), true, dense, now),
             Wait::Until {
                 at: due - window,
                 learn: true
             }
         );
         assert!(matches!(
-            plan.leader_wait(Some(due), dense, due - window),
+            plan.leader_wait(Some(due), true, dense, due - window),
             Wait::Spin(_)
         ));
         assert!(Precision::Spin(window).tight_timers());

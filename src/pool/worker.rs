@@ -279,7 +279,7 @@ fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Started<K>, Opt
         // The earliest due task: the heap's, or another worker's held
         // one (step 4c), so none waits behind a running task.
         let Some(entry) = st.pending.next_due(now.ns, index) else {
-            let next = st.pending.peek_due();
+            let next = shared.batch(&st).map(|b| b.due);
             st.pending.forget_held(index);
             let ended = shared.holds[index].lock().running.take();
             shared.notify_if_drained(&st);

@@ -28,23 +28,24 @@
 //! and both the leader and the deputies wait for the same answer.
 //!
 //! The leader waits for the batch in a timed wait ([`Wait::Until`]). Under
-//! [`Precision::Frugal`] an isolated due time (a batch of one) gets an *early wake*: the
-//! leader ends its wait by the measured lateness of timed waits before the
-//! due time and spins the rest ([`Wait::Spin`]), paid from a budget of a
-//! small share of one core, and only for sparse due times (a due time
-//! close after the last one started would pay a spin per task, and dense
-//! streams start on time anyway, since some thread is awake). A long wait
+//! [`Precision::Frugal`] a lone due time (a batch of one) gets an *early
+//! wake*: the leader ends its wait by the measured lateness of timed waits
+//! before the due time and spins the rest ([`Wait::Spin`]), paid from a
+//! budget of a small share of one core, and only if it is sparse too (a
+//! due time close after the last one started would pay a spin per task,
+//! and dense streams start on time anyway, since some thread is awake). A long wait
 //! first wakes a little before its end (the *warm-up*), because a timed
 //! wait ends later the deeper its CPU slept. [`Precision::Spin`] adds a
 //! fixed window spun before every due time and asks the kernel to end
 //! timed waits at their deadline. Free workers stand deputy (all but the
 //! leader, up to [`MAX_DEPUTIES`]): each waits until [`BACKUP`] past the
-//! due time it saw pending, so that a leader whose CPU is held up, or
+//! batch it saw pending, so that a leader whose CPU is held up, or
 //! that is running a task, does not delay due work for longer while
 //! another thread is free. Because one will wake that soon anyway, the
 //! leader that finds work due passes the lead quietly, without waking
 //! anyone, and takes it back itself after a short run: a stream of due
-//! times then costs one wake-up each (the leader's), not two.
+//! times then costs one wake-up each (the leader's), not two, and a
+//! batch one.
 //!
 //! # Constants
 //!
@@ -58,8 +59,8 @@
 //! | [`MAX_SAVED`] | 2 ms | the most spinning saved up while idle, one burst of sparse timers | sparse workload |
 //! | [`WARM_AFTER`], [`WARM_AHEAD`] | 4 ms, 500 µs | a long wait ends in a short one, which ends closer to its deadline | "Warm-up before long waits" |
 //! | [`MAX_DEPUTIES`] | 3 | free workers watching a due time beside the leader | mixed-lengths workload, four workers |
-//! | [`BATCH_SPAN`], [`BATCH_GAP`] | 250 µs, 250 µs | a frugal pool wakes once for a batch of due times followed by a quiet spell, not once per due time; a stream with no such spell is waited for task by task, as before | session workload; lateness workload (a stream, unchanged) |
-//! | [`BATCH_LOOK`] | 128 | bounds the due times read under the lock to find a batch's end; more than this within the window is a stream | session workload's drain |
+//! | [`BATCH_SPAN`], [`BATCH_GAP`] | 250 µs, 250 µs | a frugal pool wakes once for a batch of due times followed by a quiet spell, not once per due time; a stream with no such spell is waited for due time by due time | "One wake-up per batch" (session workload; the lateness workload's stream unchanged) |
+//! | [`BATCH_LOOK`] | 128 | bounds the due times read under the lock to find a batch's end; more than this within the window is a stream | "One wake-up per batch" |
 //! | [`BACKUP`] | 100 µs | bounds how long a due task waits for a leader held up or running a task; the quiet pass saves a wake-up per due time | session workload; mixed lengths |
 
 use std::time::{Duration, Instant};
@@ -88,11 +89,14 @@ use std::time::{Duration, Instant};
 #[non_exhaustive]
 pub enum Precision {
     /// The default. The leader sleeps in timed waits until the earliest due
-    /// time; an isolated timer gets a short early wake paid from a small
-    /// spin budget; on three or more workers free workers stand deputy so
-    /// that a held-up leader does not delay a due task; an idle pool uses
-    /// no CPU. Tasks start about as late as the operating system's timed
-    /// waits end (tens of microseconds on an idle Linux machine).
+    /// time, or until the last of a batch of due times close together (at
+    /// most 250 µs after the first), which then start on one wake-up; an
+    /// isolated timer gets a short early wake paid from a small spin
+    /// budget; free workers stand deputy so that a held-up leader does not
+    /// delay a due task; an idle pool uses no CPU. Tasks start about as
+    /// late as the operating system's timed waits end (tens of
+    /// microseconds on an idle Linux machine), a batch's first ones up to
+    /// its span later.
     #[default]
     Frugal,
     /// Precision mode: the leader stops sleeping this long before each due

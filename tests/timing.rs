@@ -86,11 +86,19 @@ fn spin_window_longer_than_the_maximum_is_refused() {
 /// reading when it started, which must not be before its due time.
 fn assert_never_early<C: Clock + Clone>(pool: TimerPool<u64>, clock: C, n: u64, step: Duration) {
     let start = clock.now() + Duration::from_millis(5);
-    let handles: Vec<_> = (0..n)
-        .map(|i| {
-            let due = start + step * (i as u32);
+    let dues = (0..n).map(|i| start + step * (i as u32)).collect();
+    assert_never_early_at(pool, clock, dues);
+}
+
+/// Schedule a task due at each of `dues` on `pool`; assert that every
+/// task runs and none starts before its due time by `clock`.
+fn assert_never_early_at<C: Clock + Clone>(pool: TimerPool<u64>, clock: C, dues: Vec<Instant>) {
+    let handles: Vec<_> = dues
+        .into_iter()
+        .enumerate()
+        .map(|(i, due)| {
             let c = clock.clone();
-            (due, pool.schedule(i, due, move || c.now()).unwrap())
+            (due, pool.schedule(i as u64, due, move || c.now()).unwrap())
         })
         .collect();
     for (due, h) in handles {
@@ -138,6 +146,27 @@ fn the_frugal_early_wake_never_starts_early() {
         .build()
         .unwrap();
     assert_never_early(pool, clock, 100, Duration::from_micros(700));
+}
+
+#[test]
+fn batched_due_times_never_start_early() {
+    // Batches of five due times 30 µs apart, 2 ms between batches: a
+    // frugal pool waits for each batch's last due time and starts the five
+    // on one wake-up, on a clock behind real time too.
+    let clock = LaggingClock {
+        base: Instant::now(),
+    };
+    let pool = TimerPool::builder()
+        .workers(2)
+        .clock(clock.clone())
+        .precision(Precision::Frugal)
+        .build()
+        .unwrap();
+    let start = clock.now() + Duration::from_millis(5);
+    let dues = (0..100u32)
+        .map(|i| start + Duration::from_millis(2) * (i / 5) + Duration::from_micros(30) * (i % 5))
+        .collect();
+    assert_never_early_at(pool, clock, dues);
 }
 
 /// How often the pool reads its clock over `span` with nothing due within

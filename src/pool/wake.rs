@@ -33,9 +33,9 @@
 //! before the due time and spins the rest ([`Wait::Spin`]), paid from a
 //! budget of a small share of one core, and only if it is sparse too (a
 //! due time close after the last one started would pay a spin per task,
-//! and dense streams start on time anyway, since some thread is awake). A long wait
-//! first wakes a little before its end (the *warm-up*), because a timed
-//! wait ends later the deeper its CPU slept. [`Precision::Spin`] adds a
+//! and dense streams start on time anyway, since some thread is awake).
+//! A long wait first wakes a little before its end (the *warm-up*),
+//! because a timed wait ends later the deeper its CPU slept. [`Precision::Spin`] adds a
 //! fixed window spun before every due time and asks the kernel to end
 //! timed waits at their deadline. Free workers stand deputy (all but the
 //! leader, up to [`MAX_DEPUTIES`]): each waits until [`BACKUP`] past the
@@ -165,7 +165,7 @@ const BATCH_SPAN: Duration = Duration::from_micros(250);
 const BATCH_GAP: Duration = Duration::from_micros(250);
 
 /// The most due times [`batch`] reads to find a batch's end.
-pub(crate) const BATCH_LOOK: usize = 128;
+const BATCH_LOOK: usize = 128;
 
 /// What the pool waits for (step 3): the due time of the last task of the
 /// head's batch, on the pool's clock.

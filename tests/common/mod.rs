@@ -48,7 +48,9 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 /// it holds the lock from its wake to its next wait and `stats()` reads
 /// under that lock). The receiver gets a message when `shutdown()` returns.
 /// The caller makes sure a leader is waiting first (a worker may still be on
-/// its way back to leading).
+/// its way back to leading), on a manual clock: with a real deadline the
+/// leader may release the lock between a wake and its next wait to ask for
+/// a deputy, and a notify sent then wakes nobody.
 pub fn shutdown_heard(
     pool: &std::sync::Arc<TimerPool<u64>>,
 ) -> (std::thread::JoinHandle<()>, std::sync::mpsc::Receiver<()>) {

@@ -29,6 +29,7 @@ use super::handoff::Msg;
 use super::shared::{Key, Shared, State};
 use super::time::NEVER;
 use super::wake::{self, WakePlan};
+use std::time::Instant;
 
 /// What a free worker's wait brought.
 pub(crate) enum Received {
@@ -55,7 +56,8 @@ pub(crate) fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
 
 /// Step 3a: before a timed wait, whether the leader asks a free worker to
 /// stand deputy over the head (`Msg::Watch`): the pool has deputies, the
-/// head has a real deadline that no deputy stands over (one watching a
+/// head's batch has a real `deadline` (read by the leader's check in the
+/// same critical section) that no deputy stands over (one watching a
 /// later due time, such as the head a new earlier task preempted, does not
 /// count), this leadership has not asked over this head yet (`asked`,
 /// updated), and the due time is sparse by the wake policy (on dense due
@@ -66,14 +68,14 @@ pub(crate) fn asks_for_one<K: Key>(
     shared: &Shared<K>,
     st: &State<K>,
     plan: &WakePlan,
+    deadline: Option<Instant>,
     asked: &mut Option<i64>,
 ) -> bool {
     let head = st.pending.peek_due();
     if wake::deputies(shared.config.workers) == 0 || *asked == head {
         return false;
     }
-    let batch = shared.batch(st).map(|b| b.due);
-    let Some(deadline) = batch.and_then(|due| shared.time.sleep_deadline(due)) else {
+    let Some(deadline) = deadline else {
         return false;
     };
     if plan.dense(deadline, shared.latest_start(st))
@@ -93,6 +95,20 @@ mod tests {
     use crate::pool::task::{once_job, Task, TaskKey};
     use crate::pool::wake::Precision;
     use std::time::Duration;
+
+    /// Step 3a as the leader's check calls it: over the head's batch as
+    /// that check reads it.
+    fn ask(
+        shared: &Shared<u64>,
+        st: &State<u64>,
+        plan: &WakePlan,
+        asked: &mut Option<i64>,
+    ) -> bool {
+        let deadline = shared
+            .batch(st)
+            .and_then(|b| shared.time.sleep_deadline(b.due));
+        asks_for_one(shared, st, plan, deadline, asked)
+    }
 
     /// A pool's engine without threads, for `workers` workers, with one
     /// task pending an hour from now.
@@ -133,7 +149,7 @@ mod tests {
         shared.handoff.pretend_watching(wake::deputy_until(at));
         let plan = WakePlan::new(Precision::Frugal, None);
         assert!(
-            !asks_for_one(&shared, &st, &plan, &mut None),
+            !ask(&shared, &st, &plan, &mut None),
             "one stands over the batch"
         );
     }
@@ -144,31 +160,25 @@ mod tests {
         let plan = WakePlan::new(Precision::Frugal, None);
         let st = shared.state.lock();
         let mut asked = None;
-        assert!(asks_for_one(&shared, &st, &plan, &mut asked));
+        assert!(ask(&shared, &st, &plan, &mut asked));
         assert_eq!(asked, st.pending.peek_due());
-        assert!(
-            !asks_for_one(&shared, &st, &plan, &mut asked),
-            "once per head"
-        );
+        assert!(!ask(&shared, &st, &plan, &mut asked), "once per head");
         // A deputy watching a later due time does not cover this head; one
         // watching it (or an earlier one) does.
         let head = st.pending.peek_due().expect("a head");
         let at = shared.time.sleep_deadline(head).expect("a real deadline");
         shared.handoff.pretend_watching(at + Duration::from_secs(1));
-        assert!(
-            asks_for_one(&shared, &st, &plan, &mut None),
-            "a later watch"
-        );
+        assert!(ask(&shared, &st, &plan, &mut None), "a later watch");
         shared.handoff.pretend_watching(wake::deputy_until(at));
         assert!(
-            !asks_for_one(&shared, &st, &plan, &mut None),
+            !ask(&shared, &st, &plan, &mut None),
             "one stands over it, as the leader's backup"
         );
         drop(st);
         // A lone worker has no deputy to ask.
         let shared = engine_with_far_task(1);
         let st = shared.state.lock();
-        assert!(!asks_for_one(&shared, &st, &plan, &mut None), "one worker");
+        assert!(!ask(&shared, &st, &plan, &mut None), "one worker");
     }
 
     #[test]
@@ -179,9 +189,9 @@ mod tests {
         // A task due just before the head was started a moment ago.
         let head = st.pending.peek_due().expect("a head");
         st.latest_start = Some(head - 1_000);
-        assert!(!asks_for_one(&shared, &st, &plan, &mut None), "dense");
+        assert!(!ask(&shared, &st, &plan, &mut None), "dense");
         st.latest_start = None;
-        assert!(asks_for_one(&shared, &st, &plan, &mut None), "sparse");
+        assert!(ask(&shared, &st, &plan, &mut None), "sparse");
     }
 
     /// `receive` on another thread with `watch`: true if it waited untimed

@@ -44,8 +44,9 @@ enum Step {
     Exit,
     /// The head is due: pass the token on and start due tasks (step 5).
     Start,
-    /// Wait as the wake policy says (step 3).
-    Wait(Wait),
+    /// Wait as the wake policy says (step 3), for the head's batch due at
+    /// this real instant, if it has one (step 3a asks over it).
+    Wait(Wait, Option<Instant>),
 }
 
 /// The token while its leader holds it. If the leader unwinds, dropping
@@ -123,12 +124,12 @@ pub(crate) fn lead<K: Key>(shared: &Shared<K>, token: Lead) -> Led {
                 return Led::Stopped;
             }
             Step::Start => return pass(shared, st, token.take()),
-            Step::Wait(Wait::Spin(until)) => {
+            Step::Wait(Wait::Spin(until), _) => {
                 MutexGuard::unlocked(&mut st, || spin_until(shared, until));
                 token.plan.spun(shared.time.real_now());
             }
-            Step::Wait(wait) => {
-                if deputy::asks_for_one(shared, &st, &token.plan, &mut asked) {
+            Step::Wait(wait, deadline) => {
+                if deputy::asks_for_one(shared, &st, &token.plan, deadline, &mut asked) {
                     // With the lock released, then back to the check:
                     // nothing is carried across the release.
                     MutexGuard::unlocked(&mut st, || shared.handoff.send(Msg::Watch));
@@ -160,7 +161,8 @@ fn check<K: Key>(shared: &Shared<K>, st: &State<K>, now: i64, plan: &mut WakePla
     let deadline = batch.and_then(|b| shared.time.sleep_deadline(b.due));
     let lone = batch.is_some_and(|b| b.lone);
     let last = shared.latest_start(st);
-    Step::Wait(plan.leader_wait(deadline, lone, last, shared.time.real_now()))
+    let wait = plan.leader_wait(deadline, lone, last, shared.time.real_now());
+    Step::Wait(wait, deadline)
 }
 
 /// Step 3, a spin round: spin, the lock released, until `until` (the wake

@@ -120,31 +120,29 @@ fn spin_never_starts_early() {
     assert_never_early(pool, clock, 200, Duration::from_micros(100));
 }
 
-#[test]
-fn spin_never_starts_early_on_a_clock_behind_real_time() {
+/// A two-worker pool at `precision` on a clock behind real time.
+fn lagging_pool(precision: Precision) -> (LaggingClock, TimerPool<u64>) {
     let clock = LaggingClock {
         base: Instant::now(),
     };
     let pool = TimerPool::builder()
         .workers(2)
         .clock(clock.clone())
-        .precision(Precision::Spin(Duration::from_millis(1)))
+        .precision(precision)
         .build()
         .unwrap();
+    (clock, pool)
+}
+
+#[test]
+fn spin_never_starts_early_on_a_clock_behind_real_time() {
+    let (clock, pool) = lagging_pool(Precision::Spin(Duration::from_millis(1)));
     assert_never_early(pool, clock, 50, Duration::from_micros(500));
 }
 
 #[test]
 fn the_frugal_early_wake_never_starts_early() {
-    let clock = LaggingClock {
-        base: Instant::now(),
-    };
-    let pool = TimerPool::builder()
-        .workers(2)
-        .clock(clock.clone())
-        .precision(Precision::Frugal)
-        .build()
-        .unwrap();
+    let (clock, pool) = lagging_pool(Precision::Frugal);
     assert_never_early(pool, clock, 100, Duration::from_micros(700));
 }
 
@@ -153,15 +151,7 @@ fn batched_due_times_never_start_early() {
     // Batches of five due times 30 µs apart, 2 ms between batches: a
     // frugal pool waits for each batch's last due time and starts the five
     // on one wake-up, on a clock behind real time too.
-    let clock = LaggingClock {
-        base: Instant::now(),
-    };
-    let pool = TimerPool::builder()
-        .workers(2)
-        .clock(clock.clone())
-        .precision(Precision::Frugal)
-        .build()
-        .unwrap();
+    let (clock, pool) = lagging_pool(Precision::Frugal);
     let start = clock.now() + Duration::from_millis(5);
     let dues = (0..100u32)
         .map(|i| start + Duration::from_millis(2) * (i / 5) + Duration::from_micros(30) * (i % 5))

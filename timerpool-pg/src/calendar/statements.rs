@@ -4,6 +4,7 @@
 //! the ground rules of [`super`] hold whichever node runs it.
 
 use super::*;
+use postgres::types::ToSql;
 
 impl Queue {
     /// Registers the calendar schedule `s` of this queue, or confirms it:
@@ -51,6 +52,19 @@ impl Queue {
         let (kind, bound) = s.backfill.to_row();
         let attempts = i32::try_from(s.max_attempts).unwrap_or(i32::MAX);
         let schema = self.schema();
+        let (queue, zone) = (self.name(), cal.zone());
+        // The definition's columns, $1 to $9 of both the insert and the update.
+        let definition: [&(dyn ToSql + Sync); 9] = [
+            &queue,
+            &s.name,
+            &s.expression,
+            &zone,
+            &s.handler,
+            &s.payload,
+            &kind,
+            &bound,
+            &attempts,
+        ];
         let mut tx = client.transaction()?;
         let created = tx.execute(
             &format!(
@@ -59,17 +73,7 @@ impl Queue {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (queue, name) DO NOTHING"
             ),
-            &[
-                &self.name(),
-                &s.name,
-                &s.expression,
-                &cal.zone(),
-                &s.handler,
-                &s.payload,
-                &kind,
-                &bound,
-                &attempts,
-            ],
+            &definition,
         )? == 1;
         let Some(mut row) = self.lock_schedule(&mut tx, &s.name)? else {
             // Inserted or present above, in this transaction.
@@ -98,18 +102,7 @@ impl Queue {
                          last_tick = $10, registered = clock_timestamp()
                      WHERE queue = $1 AND name = $2"
                 ),
-                &[
-                    &self.name(),
-                    &s.name,
-                    &s.expression,
-                    &cal.zone(),
-                    &s.handler,
-                    &s.payload,
-                    &kind,
-                    &bound,
-                    &attempts,
-                    &mark,
-                ],
+                &[&definition[..], &[&mark]].concat(),
             )?;
             row = Row {
                 expression: s.expression.clone(),

@@ -29,7 +29,18 @@ use super::handoff::Msg;
 use super::shared::{Key, Shared, State};
 use super::time::NEVER;
 use super::wake::{self, WakePlan};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// What a deputy watches over: the earliest due time it saw pending (the
+/// end of the head's batch), and how far past it to wake (`wake::backup`),
+/// both read under the state lock when it last looked at the heap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Watch {
+    /// The due time, on the pool's clock.
+    pub(crate) due: i64,
+    /// How far past its real instant the deputy wakes.
+    pub(crate) backup: Duration,
+}
 
 /// What a free worker's wait brought.
 pub(crate) enum Received {
@@ -42,12 +53,14 @@ pub(crate) enum Received {
 /// Step 4a, a free worker's wait: for the next message; and, for a worker
 /// the mailbox admits as a deputy, only until the real instant of `watch`,
 /// the earliest due time it saw pending.
-pub(crate) fn receive<K>(shared: &Shared<K>, watch: Option<i64>) -> Received {
+pub(crate) fn receive<K>(shared: &Shared<K>, watch: Option<Watch>) -> Received {
     let limit = wake::deputies(shared.config.workers);
-    let deadline = watch
-        .filter(|&due| due < NEVER && limit > 0)
-        .and_then(|due| shared.time.sleep_deadline(due))
-        .map(wake::deputy_until);
+    let deadline = watch.filter(|w| w.due < NEVER && limit > 0).and_then(|w| {
+        Some(wake::deputy_until(
+            shared.time.sleep_deadline(w.due)?,
+            w.backup,
+        ))
+    });
     match shared.handoff.recv_watching(deadline, limit) {
         Some(msg) => Received::Msg(msg),
         None => Received::Rescue,
@@ -79,7 +92,9 @@ pub(crate) fn asks_for_one<K: Key>(
         return false;
     };
     if plan.dense(deadline, shared.latest_start(st))
-        || shared.handoff.watched_by(wake::deputy_until(deadline))
+        || shared
+            .handoff
+            .watched_by(wake::deputy_until(deadline, shared.backup(st)))
     {
         return false;
     }
@@ -146,7 +161,9 @@ mod tests {
             .time
             .sleep_deadline(batch.due)
             .expect("a real deadline");
-        shared.handoff.pretend_watching(wake::deputy_until(at));
+        shared
+            .handoff
+            .pretend_watching(wake::deputy_until(at, shared.backup(&st)));
         let plan = WakePlan::new(Precision::Frugal, None);
         assert!(
             !ask(&shared, &st, &plan, &mut None),
@@ -169,7 +186,9 @@ mod tests {
         let at = shared.time.sleep_deadline(head).expect("a real deadline");
         shared.handoff.pretend_watching(at + Duration::from_secs(1));
         assert!(ask(&shared, &st, &plan, &mut None), "a later watch");
-        shared.handoff.pretend_watching(wake::deputy_until(at));
+        shared
+            .handoff
+            .pretend_watching(wake::deputy_until(at, shared.backup(&st)));
         assert!(
             !ask(&shared, &st, &plan, &mut None),
             "one stands over it, as the leader's backup"
@@ -197,6 +216,10 @@ mod tests {
     /// `receive` on another thread with `watch`: true if it waited untimed
     /// (counted as such by the mailbox) and then took the message sent.
     fn waits_untimed(shared: Shared<u64>, watch: Option<i64>) -> bool {
+        let watch = watch.map(|due| Watch {
+            due,
+            backup: wake::BACKUP,
+        });
         let shared = std::sync::Arc::new(shared);
         let receiver = shared.clone();
         let waiter = std::thread::spawn(move || {
@@ -214,14 +237,20 @@ mod tests {
     #[test]
     fn free_workers_stand_deputy_only_over_a_real_due_time_and_with_deputies() {
         let shared = engine_with_far_task(3);
+        let watch = |due| {
+            Some(Watch {
+                due,
+                backup: wake::BACKUP,
+            })
+        };
         let soon = shared.time.now().ns + 2_000_000;
-        assert!(matches!(receive(&shared, Some(soon)), Received::Rescue));
+        assert!(matches!(receive(&shared, watch(soon)), Received::Rescue));
         assert_eq!(shared.handoff.deputies(), 0, "it stood down");
         // A message ends the wait at once.
         shared.handoff.send(Msg::Exit);
         let far = shared.time.now().ns + 3_600_000_000_000;
         assert!(matches!(
-            receive(&shared, Some(far)),
+            receive(&shared, watch(far)),
             Received::Msg(Msg::Exit)
         ));
         // A stand-in's due time is no deadline, nor is a passed watch on

@@ -33,7 +33,7 @@ use super::deputy;
 use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::shared::{Key, Mode, Shared, State};
-use super::wake::{self, Wait, WakePlan};
+use super::wake::{Wait, WakePlan};
 use crate::sync::{spin_loop, MutexGuard};
 use std::time::Instant;
 
@@ -210,12 +210,13 @@ fn sleep<K>(
 /// take it (`Shared::notify_leader`).
 fn pass<K: Key>(shared: &Shared<K>, mut st: MutexGuard<'_, State<K>>, token: Lead) -> Led {
     let retired = st.pending.take_retired();
+    let backup = shared.backup(&st);
     drop(st);
     if shared.faults.has(Fault::RunBeforePass) {
         return Led::Start(Some(token));
     }
     if !shared.faults.has(Fault::DropLead) {
-        shared.handoff.hand_over(Msg::Lead(token), wake::BACKUP);
+        shared.handoff.hand_over(Msg::Lead(token), backup);
     }
     // Behind the token: the next free worker leads first.
     shared.free_elsewhere(retired);

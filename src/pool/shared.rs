@@ -75,6 +75,9 @@ pub(crate) struct State<K> {
     /// the wake policy's density test: whoever started it, a task started
     /// due then means some thread was awake about then.
     pub(crate) latest_start: Option<i64>,
+    /// When a worker last saw a task run long (`wake::ran_long`), on the
+    /// pool's clock: the fact the deputies' backup reads (`wake::backup`).
+    pub(crate) long_run: Option<i64>,
     /// Tasks admitted (`Stats::scheduled`): counted under the lock that
     /// admits them, so that a burst's scheduling call pays no atomic
     /// read-modify-write of its own (a full barrier that waited for the
@@ -172,6 +175,7 @@ impl<K: Key> Shared<K> {
                 scheduled: 0,
                 started: 0,
                 latest_start: None,
+                long_run: None,
                 settle_waiters: 0,
                 seen_now: 0, // the epoch: the clock read when the pool started
             }),
@@ -248,6 +252,12 @@ impl<K: Key> Shared<K> {
         Some(wake::batch(self.config.precision, head, |upto, out| {
             st.pending.dues_through(upto, out)
         }))
+    }
+
+    /// How far past a due time a deputy wakes now (`wake::backup`), by the
+    /// latest clock reading under the lock.
+    pub(crate) fn backup(&self, st: &State<K>) -> std::time::Duration {
+        wake::backup(st.seen_now, st.long_run)
     }
 
     /// The real instant the latest task started was due at, if any: the

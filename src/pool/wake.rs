@@ -38,10 +38,13 @@
 //! because a timed wait ends later the deeper its CPU slept. [`Precision::Spin`] adds a
 //! fixed window spun before every due time and asks the kernel to end
 //! timed waits at their deadline. Free workers stand deputy (all but the
-//! leader, up to [`MAX_DEPUTIES`]): each waits until [`BACKUP`] past the
-//! batch it saw pending, so that a leader whose CPU is held up, or
-//! that is running a task, does not delay due work for longer while
-//! another thread is free. Because one will wake that soon anyway, the
+//! leader, up to [`MAX_DEPUTIES`]): each waits until a backup past the
+//! batch it saw pending ([`backup`]), so that a leader whose CPU is held
+//! up, or that is running a task, does not delay due work for longer
+//! while another thread is free. The backup is close ([`BACKUP`]) for a
+//! while after a task ran long, and relaxed ([`SHORT_RUNS_BACKUP`]) while
+//! every run is short, where a close one would cost a deputy wake-up per
+//! due time and start nothing. Because one will wake that soon anyway, the
 //! leader that finds work due passes the lead quietly, without waking
 //! anyone, and takes it back itself after a short run: a stream of due
 //! times then costs one wake-up each (the leader's), not two, and a
@@ -61,7 +64,9 @@
 //! | [`MAX_DEPUTIES`] | 3 | free workers watching a due time beside the leader | mixed-lengths workload, four workers |
 //! | [`BATCH_SPAN`], [`BATCH_GAP`] | 250 µs, 250 µs | a frugal pool wakes once for a batch of due times followed by a quiet spell, not once per due time; a stream with no such spell is waited for due time by due time | "One wake-up per batch" (session workload; the lateness workload's stream unchanged) |
 //! | [`BATCH_LOOK`] | 128 | bounds the due times read under the lock to find a batch's end; more than this within the window is a stream | "One wake-up per batch" |
-//! | [`BACKUP`] | 100 µs | bounds how long a due task waits for a leader held up or running a task; the quiet pass saves a wake-up per due time | session workload; mixed lengths |
+//! | [`BACKUP`] | 100 µs | bounds how long a due task waits for a leader running a long task (or held up); the quiet pass saves a wake-up per due time | mixed lengths |
+//! | [`SHORT_RUNS_BACKUP`] | 2 ms | while no recent run outlasted it, a deputy wake-up per 2 ms instead of one per due time; still bounds the wait behind a first long task; a run (or a time slice lent to another thread) shorter than this is not long | "Deputies that back up long runs" (session, lateness) |
+//! | [`LONG_RUN_MEMORY`] | 1 s | a task that ran longer than [`SHORT_RUNS_BACKUP`] keeps the close backup this long: tasks that run long now and then meet it again | mixed lengths |
 
 use std::time::{Duration, Instant};
 
@@ -393,15 +398,45 @@ pub(crate) fn deputies(workers: usize) -> usize {
 }
 
 /// Step 4a: until when a deputy that saw a due time at `deadline` waits:
-/// [`BACKUP`] past it, as the leader's backup.
-pub(crate) fn deputy_until(deadline: Instant) -> Instant {
-    deadline + BACKUP
+/// `backup` ([`backup`]) past it, as the leader's backup.
+pub(crate) fn deputy_until(deadline: Instant, backup: Duration) -> Instant {
+    deadline + backup
 }
 
-/// How far past a due time a deputy wakes, as the leader's backup; and so
-/// how long the lead may wait in the mailbox passed quietly (step 5) while
-/// a deputy that will wake within it stands.
+/// Steps 3a, 4a and 5: how far past a due time a deputy wakes, at `now`
+/// (the pool's clock), the latest long run ([`ran_long`]) having been seen
+/// at `long_run`: [`BACKUP`] while a task has run longer than that within
+/// [`LONG_RUN_MEMORY`], so a leader running such a task delays due work by
+/// little more than the backup; otherwise [`SHORT_RUNS_BACKUP`], which
+/// still bounds the delay, for a deputy wake-up per that span rather than
+/// one per due time while every run ends before the next due time needs
+/// it. A pass is quiet (step 5) while a deputy wakes within the same delay.
+pub(crate) fn backup(now: i64, long_run: Option<i64>) -> Duration {
+    match long_run {
+        Some(at) if now.saturating_sub(at) < nanos(LONG_RUN_MEMORY) => BACKUP,
+        _ => SHORT_RUNS_BACKUP,
+    }
+}
+
+/// Step 4: whether a task started at `started` and followed by a start or
+/// a look at the heap at `now` (the pool's clock) ran long: longer than
+/// [`SHORT_RUNS_BACKUP`], so a deputy at that backup would have started
+/// due work in its place. A shorter gap ends before such a deputy helps:
+/// a short task, or a worker whose CPU the scheduler lent to another
+/// thread for a time slice (on a busy machine, many gaps a second), which
+/// must not cost a deputy wake-up per due time for the next second.
+pub(crate) fn ran_long(started: i64, now: i64) -> bool {
+    now.saturating_sub(started) > nanos(SHORT_RUNS_BACKUP)
+}
+
+/// How far past a due time a deputy wakes while long runs are recent.
 pub(crate) const BACKUP: Duration = Duration::from_micros(100);
+
+/// How far past a due time a deputy wakes while every recent run was short.
+pub(crate) const SHORT_RUNS_BACKUP: Duration = Duration::from_millis(2);
+
+/// How long a long run keeps the deputies at [`BACKUP`].
+const LONG_RUN_MEMORY: Duration = Duration::from_secs(1);
 
 /// A token bucket of spinning time: earns `1 / SPIN_SHARE` of the real
 /// time that passes, up to [`MAX_SAVED`].

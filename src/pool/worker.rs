@@ -35,7 +35,7 @@
 //!   dropped only after the lock is released.
 
 use super::context::{RunningKey, Worker};
-use super::deputy::{self, Received};
+use super::deputy::{self, Received, Watch};
 use super::fault::Fault;
 use super::handoff::{Lead, Msg};
 use super::leader::{self, Led};
@@ -44,6 +44,7 @@ use super::periodic::{After, PeriodicJob};
 use super::shared::{Key, Shared, State};
 use super::task::{or_lose, PoolEntry, Runnable, Task, TaskKey};
 use super::time::{Now, NEVER};
+use super::wake;
 use crate::contain::{catch, drop_quietly, forget_payload};
 use crate::heap::Inserted;
 use crate::sync::{Arc, Weak};
@@ -111,7 +112,7 @@ pub(crate) fn work<K: Key>(shared: &Arc<Shared<K>>, index: usize) {
                 // clock although its real deadline passed: a clock whose
                 // sleep deadlines run ahead of it. Watching it again would
                 // spin; wait untimed until the next message instead.
-                watch = next.filter(|&due| Some(due) != watch);
+                watch = next.filter(|w| Some(w.due) != watch.map(|w| w.due));
                 continue;
             }
         };
@@ -157,7 +158,8 @@ fn contain<K, R>(shared: &Shared<K>, step: impl FnOnce() -> R) -> Option<R> {
 }
 
 /// Start and run due tasks, one at a time, until none is due; returns the
-/// earliest pending due time seen then, for [`receive`] to watch over.
+/// earliest pending due time seen then and the backup past it, for
+/// [`receive`] to watch over.
 /// `held` is the token of a leader broken on purpose
 /// (`Fault::RunBeforePass`), passed on only after its first run; `rescue`
 /// counts the starts as the deputy's.
@@ -166,9 +168,12 @@ fn run_due<K: Key>(
     index: usize,
     mut held: Option<Lead>,
     rescue: bool,
-) -> Option<i64> {
+) -> Option<Watch> {
+    // When the latest task this call started began: the next look at the
+    // heap sees whether it ran long.
+    let mut last = None;
     let watch = loop {
-        let c = match contain(shared, || start_next(shared, index)) {
+        let c = match contain(shared, || start_next(shared, index, last)) {
             Some(Ok(c)) => c,
             Some(Err(next)) => break next,
             None => {
@@ -183,6 +188,7 @@ fn run_due<K: Key>(
             shared.counters.rescued(index);
         }
         let shrink = c.shrink;
+        last = Some(c.at.ns);
         contain(shared, || execute(shared, index, c));
         if shrink {
             shrink_heap(shared);
@@ -198,11 +204,16 @@ fn run_due<K: Key>(
 }
 
 /// Step 4: start the next task from this worker's hold (step 4b), or
-/// else the earliest due one (step 4).
-fn start_next<K: Key>(shared: &Shared<K>, index: usize) -> Result<Started<K>, Option<i64>> {
+/// else the earliest due one (step 4); `last`: when the task this worker
+/// started before began, if it did.
+fn start_next<K: Key>(
+    shared: &Shared<K>,
+    index: usize,
+    last: Option<i64>,
+) -> Result<Started<K>, Option<Watch>> {
     match start_held(shared, index) {
         Some(c) => Ok(c),
-        None => start_one(shared, index),
+        None => start_one(shared, index, last),
     }
 }
 
@@ -268,18 +279,30 @@ fn shrink_heap<K: Key>(shared: &Shared<K>) {
 /// whose key panics on the way is told `Panicked`. `None`: nothing is due.
 /// The started task's key goes into worker `index`'s running slot; the key
 /// of its previous run, if still there, comes out and is dropped after the
-/// lock. `Err`: nothing is due; the earliest pending due time, if any.
-fn start_one<K: Key>(shared: &Shared<K>, index: usize) -> Result<Started<K>, Option<i64>> {
+/// lock. The same reading tells whether the task this worker started
+/// before (at `last`) ran long, for the deputies' backup. `Err`: nothing
+/// is due; what to watch over as a deputy, if anything is pending.
+fn start_one<K: Key>(
+    shared: &Shared<K>,
+    index: usize,
+    last: Option<i64>,
+) -> Result<Started<K>, Option<Watch>> {
     // One reading, under the lock, decides what is due and dates the start
     // (the run begins as the lock is released).
     let mut st = shared.state.lock();
     let now = shared.time.now();
     st.seen_now = st.seen_now.max(now.ns);
+    if last.is_some_and(|started| wake::ran_long(started, now.ns)) {
+        st.long_run = Some(now.ns);
+    }
     loop {
         // The earliest due task: the heap's, or another worker's held
         // one (step 4c), so none waits behind a running task.
         let Some(entry) = st.pending.next_due(now.ns, index) else {
-            let next = shared.batch(&st).map(|b| b.due);
+            let next = shared.batch(&st).map(|b| Watch {
+                due: b.due,
+                backup: shared.backup(&st),
+            });
             st.pending.forget_held(index);
             let ended = shared.holds[index].lock().running.take();
             shared.notify_if_drained(&st);

@@ -257,8 +257,27 @@ fn all_free_workers_stand_deputy_up_to_three_just_past_the_due_time() {
     assert_eq!(deputies(3), 2);
     assert_eq!(deputies(4), 3);
     assert_eq!(deputies(64), MAX_DEPUTIES);
+}
+
+#[test]
+fn deputies_back_up_due_times_closely_only_while_tasks_have_run_long_lately() {
+    let ms = 1_000_000;
+    // Nothing ran long yet: the short-runs backup, which still bounds the
+    // wait behind a first long task.
+    assert_eq!(backup(5 * ms, None), SHORT_RUNS_BACKUP);
+    assert!(SHORT_RUNS_BACKUP > BACKUP);
+    // A run longer than the short-runs backup is long; one as long is not
+    // (nor a time slice lent to another thread).
+    let b = SHORT_RUNS_BACKUP.as_nanos() as i64;
+    assert!(ran_long(0, b + 1));
+    assert!(!ran_long(0, b));
+    // A long run keeps the backup short for its memory, then not.
+    let memory = LONG_RUN_MEMORY.as_nanos() as i64;
+    assert_eq!(backup(ms, Some(ms)), BACKUP);
+    assert_eq!(backup(ms + memory - 1, Some(ms)), BACKUP);
+    assert_eq!(backup(ms + memory, Some(ms)), SHORT_RUNS_BACKUP);
     let due = Instant::now();
-    assert_eq!(deputy_until(due), due + BACKUP);
+    assert_eq!(deputy_until(due, BACKUP), due + BACKUP);
 }
 
 #[test]

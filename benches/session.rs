@@ -36,9 +36,14 @@ fn bench(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(1))
         .measurement_time(Duration::from_millis(1));
     type Runner = fn(SessionSpec, u64) -> SessionRun;
-    let impls: [(&'static str, Runner); 2] = [
+    let impls: [(&'static str, Runner); 3] = [
         ("timerpool", |spec, seed| {
             let builder = timerpool_builder("timerpool", WORKERS).expect("a variant in the table");
+            session_timerpool(spec, seed, builder, None)
+        }),
+        ("timerpool-slack2ms", |spec, seed| {
+            let builder =
+                timerpool_builder("timerpool-slack2ms", WORKERS).expect("a variant in the table");
             session_timerpool(spec, seed, builder, None)
         }),
         ("delayqueue", |spec, seed| {

@@ -60,8 +60,10 @@ pub enum Error {
     /// A staleness tolerance of zero was requested: it would expire every
     /// task a worker does not start within the nanosecond it falls due.
     ZeroExpiry,
-    /// A spin window longer than the pool accepts was requested.
-    SpinTooLong {
+    /// A spin window ([`Precision::Spin`](crate::Precision::Spin)) or a
+    /// slack ([`Precision::Slack`](crate::Precision::Slack)) longer than
+    /// the pool accepts was requested.
+    WindowTooLong {
         /// The window asked for.
         requested: std::time::Duration,
         /// The longest accepted window.
@@ -139,10 +141,10 @@ impl fmt::Display for Error {
             Error::ZeroExpiry => f.write_str(
                 "a staleness tolerance must be positive: zero would expire almost every task",
             ),
-            Error::SpinTooLong { requested, max } => {
+            Error::WindowTooLong { requested, max } => {
                 write!(
                     f,
-                    "spin window {requested:?} is longer than the maximum {max:?}"
+                    "precision window {requested:?} is longer than the maximum {max:?}"
                 )
             }
             Error::InvalidRetry(why) => write!(f, "invalid retry policy: {why}"),

@@ -162,7 +162,7 @@ pub use pool::{
     Builder, CancelResult, Completion, CompletionIter, CompletionKind, CompletionReceiver, Due,
     Lateness, MissedTicks, Next, OnPanic, Outcome, PeriodicHandle, Precision, Refused, Repeat,
     Retried, Retry, RetryHandle, RetryIf, RetryPolicy, Stats, Steps, TaskContext, TaskHandle,
-    TimerPool, Timing, MAX_SPIN, MAX_WORKERS,
+    TimerPool, Timing, MAX_WINDOW, MAX_WORKERS,
 };
 pub use scheduler::{Scheduled, Scheduler};
 

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timerpool::{Clock, Error, Outcome, Precision, TimerPool, MAX_SPIN};
+use timerpool::{Clock, Error, Outcome, Precision, TimerPool, MAX_WINDOW};
 
 /// Generous bound for waits that must finish.
 const BOUND: Duration = Duration::from_secs(20);
@@ -62,24 +62,29 @@ fn precision_defaults_to_frugal() {
 }
 
 #[test]
-fn spin_window_longer_than_the_maximum_is_refused() {
-    let e = TimerPool::<u64>::builder()
-        .precision(Precision::Spin(MAX_SPIN + Duration::from_nanos(1)))
-        .build()
-        .unwrap_err();
-    assert_eq!(
-        e,
-        Error::SpinTooLong {
-            requested: MAX_SPIN + Duration::from_nanos(1),
-            max: MAX_SPIN
-        }
-    );
-    let pool = TimerPool::<u64>::builder()
-        .workers(1)
-        .precision(Precision::Spin(MAX_SPIN))
-        .build()
-        .unwrap();
-    pool.shutdown();
+fn spin_window_or_slack_longer_than_the_maximum_is_refused() {
+    let too_long = MAX_WINDOW + Duration::from_nanos(1);
+    for precision in [Precision::Spin(too_long), Precision::Slack(too_long)] {
+        let e = TimerPool::<u64>::builder()
+            .precision(precision)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            Error::WindowTooLong {
+                requested: too_long,
+                max: MAX_WINDOW
+            }
+        );
+    }
+    for precision in [Precision::Spin(MAX_WINDOW), Precision::Slack(MAX_WINDOW)] {
+        let pool = TimerPool::<u64>::builder()
+            .workers(1)
+            .precision(precision)
+            .build()
+            .unwrap();
+        pool.shutdown();
+    }
 }
 
 /// Schedule `n` tasks `step` apart on `clock`; each returns the clock's
@@ -159,6 +164,40 @@ fn batched_due_times_never_start_early() {
     assert_never_early_at(pool, clock, dues);
 }
 
+#[test]
+fn slack_never_starts_early_on_a_clock_behind_real_time() {
+    let (clock, pool) = lagging_pool(Precision::Slack(Duration::from_millis(2)));
+    assert_never_early(pool, clock, 100, Duration::from_micros(100));
+}
+
+#[test]
+fn slack_starts_a_stream_of_due_times_on_a_wake_up_per_slack() {
+    // 400 due times 50 µs apart (20 ms) with a 10 ms slack: the leader
+    // wakes for the first, then once per slack, a handful of times in all
+    // (fewer if its waits end late); waking per due time would take one
+    // wake-up per timed wait's latency, dozens at least.
+    let pool = TimerPool::<u64>::builder()
+        .workers(1)
+        .precision(Precision::Slack(Duration::from_millis(10)))
+        .build()
+        .unwrap();
+    let start = Instant::now() + Duration::from_millis(20);
+    let handles: Vec<_> = (0..400u32)
+        .map(|i| {
+            let due = start + Duration::from_micros(50) * i;
+            (due, pool.schedule(u64::from(i), due, Instant::now).unwrap())
+        })
+        .collect();
+    let before = pool.stats().leader_wakeups;
+    for (due, h) in handles {
+        let started = done(h).completed().unwrap();
+        assert!(started >= due, "started {started:?} before due {due:?}");
+    }
+    let wakeups = pool.stats().leader_wakeups - before;
+    assert!(wakeups <= 8, "{wakeups} wake-ups for 400 due times");
+    pool.shutdown();
+}
+
 /// How often the pool reads its clock over `span` with nothing due within
 /// the spin window.
 fn clock_reads_while_waiting(far: Option<Duration>, span: Duration) -> u64 {
@@ -166,7 +205,7 @@ fn clock_reads_while_waiting(far: Option<Duration>, span: Duration) -> u64 {
     let pool = TimerPool::builder()
         .workers(2)
         .clock(clock.clone())
-        .precision(Precision::Spin(MAX_SPIN))
+        .precision(Precision::Spin(MAX_WINDOW))
         .build()
         .unwrap();
     if let Some(far) = far {

@@ -37,7 +37,15 @@ pub const TIMERPOOL_VARIANTS: &[(&str, Configure)] = &[
     ("timerpool-spin250us", |b| {
         b.precision(Precision::Spin(SPIN))
     }),
+    // Relaxed mode: tasks may start up to `SLACK` late, one wake-up per
+    // slack for all of them.
+    ("timerpool-slack2ms", |b| {
+        b.precision(Precision::Slack(SLACK))
+    }),
 ];
+
+/// The slack of the relaxed variant.
+pub const SLACK: Duration = Duration::from_millis(2);
 
 /// The names of [`TIMERPOOL_VARIANTS`], comma-separated (for messages).
 pub fn timerpool_variant_names() -> String {

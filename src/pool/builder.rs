@@ -6,7 +6,7 @@ use super::completion::Observe;
 use super::fault::Fault;
 use super::fault::Faults;
 use super::time::nanos;
-use super::wake::{Precision, MAX_SPIN};
+use super::wake::{Precision, MAX_WINDOW};
 use crate::clock::{Clock, SystemClock};
 use crate::heap::{check_capacity, MAX_LEN};
 use crate::sync::Arc;
@@ -273,9 +273,11 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// the operating system's timed waits end, at little CPU;
     /// [`Precision::Spin`] spins a window before each due time to start
     /// tasks within microseconds of it, at up to one busy core while a due
-    /// time is that close. Tasks never start before their due time either
-    /// way, and an idle pool uses no CPU. A spin window over [`MAX_SPIN`]
-    /// makes [`build`](Self::build) fail.
+    /// time is that close; [`Precision::Slack`] lets tasks start up to a
+    /// slack late and wakes once per slack for all of them. Tasks never
+    /// start before their due time in any mode, and an idle pool uses no
+    /// CPU. A spin window or slack over [`MAX_WINDOW`] makes
+    /// [`build`](Self::build) fail.
     ///
     /// # Examples
     ///
@@ -493,13 +495,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         if c.thread_name.contains('\0') {
             return Err(Error::InvalidThreadName);
         }
-        if let Precision::Spin(window) = c.precision {
-            if window > MAX_SPIN {
-                return Err(Error::SpinTooLong {
-                    requested: window,
-                    max: MAX_SPIN,
-                });
-            }
+        let window = c.precision.span();
+        if window > MAX_WINDOW {
+            return Err(Error::WindowTooLong {
+                requested: window,
+                max: MAX_WINDOW,
+            });
         }
         let expire_after = match self.expire_after {
             Some(Duration::ZERO) => return Err(Error::ZeroExpiry),

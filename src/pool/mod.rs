@@ -78,7 +78,7 @@ pub use retry::{Retried, Retry, RetryHandle, RetryIf, RetryPolicy};
 pub use settle::Steps;
 pub use stats::{Lateness, Stats};
 pub use time::Due;
-pub use wake::{Precision, MAX_SPIN};
+pub use wake::{Precision, MAX_WINDOW};
 
 use crate::sync::Arc;
 use crate::Error;
@@ -171,7 +171,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// [`Error::ZeroCapacity`] (of the pool or of its
     /// [`completions`](Builder::completions) channel), [`Error::CapacityTooLarge`],
     /// [`Error::InvalidThreadName`],
-    /// [`Error::SpinTooLong`], [`Error::ZeroExpiry`], [`Error::ThreadStart`] if a
+    /// [`Error::WindowTooLong`], [`Error::ZeroExpiry`], [`Error::ThreadStart`] if a
     /// start hook panicked, [`Error::TimeOutOfRange`] for an
     /// `expire_after` beyond about 292 years, or [`Error::Spawn`] if the
     /// operating system refused a thread (the ones already started are

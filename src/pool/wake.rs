@@ -37,7 +37,9 @@
 //! A long wait first wakes a little before its end (the *warm-up*),
 //! because a timed wait ends later the deeper its CPU slept. [`Precision::Spin`] adds a
 //! fixed window spun before every due time and asks the kernel to end
-//! timed waits at their deadline. Free workers stand deputy (all but the
+//! timed waits at their deadline. [`Precision::Slack`] waits until its
+//! slack past the head, so everything due by then starts on one wake-up,
+//! with no early wake. Free workers stand deputy (all but the
 //! leader, up to [`MAX_DEPUTIES`]): each waits until a backup past the
 //! batch it saw pending ([`backup`]), so that a leader whose CPU is held
 //! up, or that is running a task, does not delay due work for longer
@@ -68,6 +70,7 @@
 //! | [`SHORT_RUNS_BACKUP`] | 2 ms | while no recent run outlasted it, a deputy wake-up per 2 ms instead of one per due time; still bounds the wait behind a first long task; a run (or a time slice lent to another thread) shorter than this is not long | "Deputies that back up long runs" (session, lateness) |
 //! | [`LONG_RUN_MEMORY`] | 1 s | a task that ran longer than [`SHORT_RUNS_BACKUP`] keeps the close backup this long: tasks that run long now and then meet it again | mixed lengths |
 
+use super::time::NEVER;
 use std::time::{Duration, Instant};
 
 /// How closely a pool watches the clock: what it spends so that tasks
@@ -87,7 +90,12 @@ use std::time::{Duration, Instant};
 /// let precise = TimerPool::<u64>::builder()
 ///     .precision(Precision::Spin(Duration::from_micros(200)))
 ///     .build()?;
-/// # drop((frugal, precise));
+/// // Session timeouts: up to a millisecond late, one wake-up a millisecond
+/// // however many expire.
+/// let relaxed = TimerPool::<u64>::builder()
+///     .precision(Precision::Slack(Duration::from_millis(1)))
+///     .build()?;
+/// # drop((frugal, precise, relaxed));
 /// # Ok::<(), timerpool::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,21 +117,41 @@ pub enum Precision {
     /// and the workers' timed waits end at their deadline (no timer slack).
     /// Tasks start within a few microseconds of their due time, at the cost
     /// of up to one busy core while a due time is this close. It never
-    /// spins while no due time is that close. At most [`MAX_SPIN`].
+    /// spins while no due time is that close. At most [`MAX_WINDOW`].
     ///
-    /// [`MAX_SPIN`]: crate::MAX_SPIN
+    /// [`MAX_WINDOW`]: crate::MAX_WINDOW
     Spin(Duration),
+    /// Relaxed mode: tasks may start up to this long after their due time
+    /// (plus the operating system's wake-up latency). The leader sleeps
+    /// until this slack past the earliest due time and starts everything
+    /// due by then on that one wake-up, so due times close together cost a
+    /// wake-up per slack rather than one each; no early wake, no spinning.
+    /// For timeouts where a millisecond does not matter (sessions, leases,
+    /// retries). Never early, as in every mode. At most [`MAX_WINDOW`].
+    ///
+    /// [`MAX_WINDOW`]: crate::MAX_WINDOW
+    Slack(Duration),
 }
 
-/// The longest window [`Precision::Spin`] accepts: one second.
-pub const MAX_SPIN: Duration = Duration::from_secs(1);
+/// The longest spin window ([`Precision::Spin`]) or slack
+/// ([`Precision::Slack`]) a pool accepts: one second.
+pub const MAX_WINDOW: Duration = Duration::from_secs(1);
 
 impl Precision {
-    /// The precision-mode window, zero for the frugal default.
+    /// The precision-mode window spun before each due time; zero in the
+    /// other modes.
     fn window(self) -> Duration {
         match self {
-            Precision::Frugal => Duration::ZERO,
+            Precision::Frugal | Precision::Slack(_) => Duration::ZERO,
             Precision::Spin(window) => window,
+        }
+    }
+
+    /// The spin window or the slack, whichever this mode has.
+    pub(crate) fn span(self) -> Duration {
+        match self {
+            Precision::Frugal => Duration::ZERO,
+            Precision::Spin(window) | Precision::Slack(window) => window,
         }
     }
 
@@ -186,7 +214,8 @@ pub(crate) struct Batch {
 /// Step 3: the batch of the head due at `head` under `precision`.
 /// `dues(upto, out)` writes the due times of the pending tasks due at or
 /// before `upto` into `out` (in any order) and says how many, or `None` if
-/// more than `out` holds. Precision mode waits for every due time itself.
+/// more than `out` holds. Precision mode waits for every due time itself;
+/// relaxed mode waits until its slack past the head.
 pub(crate) fn batch(
     precision: Precision,
     head: i64,
@@ -196,11 +225,23 @@ pub(crate) fn batch(
         due: head,
         lone: false,
     };
-    if precision != Precision::Frugal {
-        return Batch {
-            due: head,
-            lone: true,
-        };
+    match precision {
+        Precision::Frugal => {}
+        Precision::Spin(_) => {
+            return Batch {
+                due: head,
+                lone: true,
+            }
+        }
+        // Everything due within the slack starts on one wake-up. A due time
+        // on the pool's clock stays one (short of `NEVER`, which means no
+        // deadline), and a head with none stays without.
+        Precision::Slack(slack) => {
+            return Batch {
+                due: head.saturating_add(nanos(slack)).min(NEVER - 1).max(head),
+                lone: false,
+            }
+        }
     }
     let (span, gap) = (nanos(BATCH_SPAN), nanos(BATCH_GAP));
     let mut buf = [0i64; BATCH_LOOK];

@@ -294,3 +294,24 @@ fn spin_budget_earns_a_tenth_of_real_time_and_pays_only_for_a_whole_window() {
     assert!(b.affords(t0 + Duration::from_secs(60), MAX_SAVED));
     assert_eq!(b.saved, MAX_SAVED, "saving up stops");
 }
+
+#[test]
+fn relaxed_mode_waits_until_its_slack_past_the_head_and_keeps_no_deadline_without_one() {
+    let slack = Duration::from_micros(700);
+    let ns = slack.as_nanos() as i64;
+    let no_dues =
+        |_: i64, _: &mut [i64]| -> Option<usize> { panic!("relaxed mode reads no due times") };
+    let b = batch(Precision::Slack(slack), 1_000, no_dues);
+    assert_eq!((b.due, b.lone), (1_000 + ns, false));
+    // A head near the end of the clock's range stays a due time; no
+    // deadline stays none.
+    assert_eq!(
+        batch(Precision::Slack(slack), NEVER - 10, no_dues).due,
+        NEVER - 1
+    );
+    assert_eq!(batch(Precision::Slack(slack), NEVER, no_dues).due, NEVER);
+    // No spinning and no early wake in relaxed mode.
+    assert_eq!(Precision::Slack(slack).window(), Duration::ZERO);
+    assert!(!Precision::Slack(slack).tight_timers());
+    assert_eq!(Precision::Slack(slack).span(), slack);
+}

@@ -29,13 +29,13 @@
 //! gives the medians, each timerpool variant's CPU over DelayQueue's paired
 //! by round, and a sign test over the rounds. `--session-variants` names
 //! the timerpool variants to run (names of `TIMERPOOL_VARIANTS` in
-//! `benches/common/pools.rs`; default `timerpool`), `--seed` the first
+//! `benches/common/pools.rs`; default `timerpool,timerpool-slack2ms`), `--seed` the first
 //! round's seed (default 1), and `--session-log DIR` has every expiry write
 //! a log line to a file in `DIR` (off by default).
 //!
 //! ```sh
 //! cargo build --release -p timerpool-bench-tools --bin bench_report
-//! target/release/bench_report --only session --runs 5 --session-variants timerpool,timerpool-plain
+//! target/release/bench_report --only session --runs 5 --session-variants timerpool,timerpool-slack2ms
 //! ```
 //!
 //! The session CPU total is the process CPU clock; the user and system
@@ -614,9 +614,11 @@ fn with_workers<P: Pool, R>(workers: usize, f: impl FnOnce(&P) -> R) -> R {
 // ---------------------------------------------------------------- session
 
 /// The timerpool variants of the session report (`--session-variants`,
-/// comma-separated names of `TIMERPOOL_VARIANTS`; default `timerpool`).
+/// comma-separated names of `TIMERPOOL_VARIANTS`; default the default
+/// settings and relaxed mode, `timerpool,timerpool-slack2ms`).
 fn session_variants(args: &[String]) -> Result<Vec<&'static str>, String> {
-    let list: String = value_of(args, "--session-variants").unwrap_or_else(|| "timerpool".into());
+    let list: String = value_of(args, "--session-variants")
+        .unwrap_or_else(|| "timerpool,timerpool-slack2ms".into());
     list.split(',')
         .map(|name| {
             TIMERPOOL_VARIANTS

@@ -35,12 +35,14 @@
 //! due time close after the last one started would pay a spin per task,
 //! and dense streams start on time anyway, since some thread is awake).
 //! A long wait first wakes a little before its end (the *warm-up*),
-//! because a timed wait ends later the deeper its CPU slept. [`Precision::Spin`] adds a
-//! fixed window spun before every due time and asks the kernel to end
-//! timed waits at their deadline. [`Precision::Slack`] waits until its
-//! slack past the head, so everything due by then starts on one wake-up,
-//! with no early wake. Free workers stand deputy (all but the
-//! leader, up to [`MAX_DEPUTIES`]): each waits until a backup past the
+//! because a timed wait ends later the deeper its CPU slept.
+//! [`Precision::Spin`] adds a fixed window spun before every due time and
+//! asks the kernel to end timed waits at their deadline.
+//! [`Precision::Slack`] waits until its slack past the head, so everything
+//! due by then starts on one wake-up, with no early wake.
+//!
+//! Free workers stand deputy (all but the leader, up to
+//! [`MAX_DEPUTIES`]): each waits until a backup past the
 //! batch it saw pending ([`backup`]), so that a leader whose CPU is held
 //! up, or that is running a task, does not delay due work for longer
 //! while another thread is free. The backup is close ([`BACKUP`]) for a

@@ -62,7 +62,10 @@ pub enum Error {
     ZeroExpiry,
     /// A spin window ([`Precision::Spin`](crate::Precision::Spin)) or a
     /// slack ([`Precision::Slack`](crate::Precision::Slack)) longer than
-    /// the pool accepts was requested.
+    /// the pool accepts was requested: longer than
+    /// [`MAX_WINDOW`](crate::MAX_WINDOW), or a slack longer than the
+    /// staleness tolerance ([`Builder::expire_after`](crate::Builder::expire_after)),
+    /// which would expire the tasks the slack lets start late.
     WindowTooLong {
         /// The window asked for.
         requested: std::time::Duration,

@@ -87,6 +87,38 @@ fn spin_window_or_slack_longer_than_the_maximum_is_refused() {
     }
 }
 
+#[test]
+fn a_slack_longer_than_the_staleness_tolerance_is_refused() {
+    // It would expire the tasks the slack lets start late.
+    let (slack, tolerance) = (Duration::from_millis(5), Duration::from_millis(1));
+    let e = TimerPool::<u64>::builder()
+        .precision(Precision::Slack(slack))
+        .expire_after(tolerance)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        e,
+        Error::WindowTooLong {
+            requested: slack,
+            max: tolerance
+        }
+    );
+    // A tolerance above the slack, and a spin window of any length under
+    // the limit beside a tolerance, are fine.
+    for (precision, tolerance) in [
+        (Precision::Slack(tolerance), slack),
+        (Precision::Spin(slack), tolerance),
+    ] {
+        let pool = TimerPool::<u64>::builder()
+            .workers(1)
+            .precision(precision)
+            .expire_after(tolerance)
+            .build()
+            .unwrap();
+        pool.shutdown();
+    }
+}
+
 /// Schedule `n` tasks `step` apart on `clock`; each returns the clock's
 /// reading when it started, which must not be before its due time.
 fn assert_never_early<C: Clock + Clone>(pool: TimerPool<u64>, clock: C, n: u64, step: Duration) {

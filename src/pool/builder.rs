@@ -246,7 +246,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
     /// [`PeriodicHandle::missed`](crate::PeriodicHandle::missed)) and stays
     /// scheduled. Default: no tolerance, every task runs however late. A
     /// tolerance of zero makes [`build`](Self::build) fail
-    /// ([`Error::ZeroExpiry`]): it would expire almost every task.
+    /// ([`Error::ZeroExpiry`]): it would expire almost every task; so does
+    /// one shorter than a [`Precision::Slack`] ([`Error::WindowTooLong`]),
+    /// which lets tasks start up to the slack late by design. Keep the
+    /// tolerance above the slack by the machine's wake-up latency.
     ///
     /// # Examples
     ///
@@ -501,6 +504,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
                 requested: window,
                 max: MAX_WINDOW,
             });
+        }
+        if let (Precision::Slack(slack), Some(tolerance)) = (c.precision, self.expire_after) {
+            if slack > tolerance {
+                return Err(Error::WindowTooLong {
+                    requested: slack,
+                    max: tolerance,
+                });
+            }
         }
         let expire_after = match self.expire_after {
             Some(Duration::ZERO) => return Err(Error::ZeroExpiry),

@@ -8,7 +8,7 @@ use common::*;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use timerpool::{Error, ManualClock, Repeat, Steps, TaskContext, TimerPool};
+use timerpool::{Error, ManualClock, Precision, Repeat, Steps, TaskContext, TimerPool};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -174,4 +174,36 @@ fn work_due_at_once_again_and_again_never_settles_and_meets_the_timeout() {
     let e = pool.advance(steps).unwrap_err();
     assert!(matches!(e, Error::NotSettled { .. }), "{e:?}");
     pool.shutdown_now();
+}
+
+#[test]
+fn a_slack_never_delays_runs_on_a_manual_clock() {
+    // The slack is about real timed waits: on a clock moved by hand each
+    // task runs at its own time, as in every mode.
+    let pool = Arc::new(
+        TimerPool::builder()
+            .workers(2)
+            .clock(ManualClock::new())
+            .precision(Precision::Slack(SEC))
+            .build()
+            .unwrap(),
+    );
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let t0 = pool.now();
+    for n in 1..=3u32 {
+        let (p, l) = (pool.clone(), log.clone());
+        pool.schedule_detached(n, SEC * 10 * n, move || {
+            l.lock().unwrap().push((n, p.now()))
+        })
+        .unwrap();
+    }
+    assert_eq!(pool.advance(SEC * 15).unwrap(), 1);
+    assert_eq!(pool.advance(SEC * 20).unwrap(), 2);
+    let seen: Vec<_> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|&(n, at)| (n, at - t0))
+        .collect();
+    assert_eq!(seen, vec![(1, SEC * 10), (2, SEC * 20), (3, SEC * 30)]);
 }

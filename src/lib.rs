@@ -65,11 +65,12 @@
 //! A task never starts before the pool's clock reads its due time. It starts
 //! roughly on time when a worker is free: by default the leader sleeps on a
 //! condition variable until the earliest due time, a new earlier task wakes
-//! it at once, on three workers or more free workers stand deputy in case
-//! the leader's thread is held up, and an idle pool uses no CPU. How late
-//! "roughly" is depends on the operating system's timer
+//! it at once, on two workers or more free workers stand deputy in case
+//! the leader's thread is held up or busy, and an idle pool uses no CPU.
+//! How late "roughly" is depends on the operating system's timer
 //! ([benchmarks](guide::benchmarks)); [`Builder::precision`] buys starts
-//! within a few microseconds of due for up to a busy core
+//! within a few microseconds of due for up to a busy core, or fewer
+//! wake-ups for timers that may start a millisecond or two late
 //! ([settings](guide::settings)). Time is the
 //! monotonic clock by default; a [`ManualClock`] makes tests deterministic:
 //!

@@ -37,6 +37,12 @@ fn chain(
     }
 }
 
+/// What `log` recorded, each run's time as an offset from `t0`.
+fn since(log: &Mutex<Vec<(u32, Instant)>>, t0: Instant) -> Vec<(u32, Duration)> {
+    let log = log.lock().unwrap();
+    log.iter().map(|&(n, at)| (n, at - t0)).collect()
+}
+
 #[test]
 fn one_advance_runs_a_chain_of_follow_ups_in_order_at_their_times() {
     let pool = manual(2);
@@ -46,12 +52,7 @@ fn one_advance_runs_a_chain_of_follow_ups_in_order_at_their_times() {
         .unwrap();
     let stops = pool.advance(SEC * 5).unwrap();
     assert_eq!(stops, 5);
-    let seen: Vec<_> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|&(n, at)| (n, at - t0))
-        .collect();
+    let seen = since(&log, t0);
     let expected: Vec<_> = (1..=5).map(|n| (n, SEC * n)).collect();
     assert_eq!(seen, expected, "five runs, in order, each at its own time");
     // The sixth is due at 6 s: pending, not run.
@@ -199,11 +200,6 @@ fn a_slack_never_delays_runs_on_a_manual_clock() {
     }
     assert_eq!(pool.advance(SEC * 15).unwrap(), 1);
     assert_eq!(pool.advance(SEC * 20).unwrap(), 2);
-    let seen: Vec<_> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|&(n, at)| (n, at - t0))
-        .collect();
+    let seen = since(&log, t0);
     assert_eq!(seen, vec![(1, SEC * 10), (2, SEC * 20), (3, SEC * 30)]);
 }

@@ -498,20 +498,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> Builder<K> {
         if c.thread_name.contains('\0') {
             return Err(Error::InvalidThreadName);
         }
+        // A slack may not outlast the staleness tolerance either: it would
+        // expire the tasks it lets start late.
+        let max = match (c.precision, self.expire_after) {
+            (Precision::Slack(_), Some(tolerance)) => MAX_WINDOW.min(tolerance),
+            _ => MAX_WINDOW,
+        };
         let window = c.precision.span();
-        if window > MAX_WINDOW {
+        if window > max {
             return Err(Error::WindowTooLong {
                 requested: window,
-                max: MAX_WINDOW,
+                max,
             });
-        }
-        if let (Precision::Slack(slack), Some(tolerance)) = (c.precision, self.expire_after) {
-            if slack > tolerance {
-                return Err(Error::WindowTooLong {
-                    requested: slack,
-                    max: tolerance,
-                });
-            }
         }
         let expire_after = match self.expire_after {
             Some(Duration::ZERO) => return Err(Error::ZeroExpiry),

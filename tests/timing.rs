@@ -230,6 +230,37 @@ fn slack_starts_a_stream_of_due_times_on_a_wake_up_per_slack() {
     pool.shutdown();
 }
 
+#[test]
+fn slack_wakes_once_per_sparse_timer() {
+    // Ten due times 20 ms apart, longer than a wait the frugal default ends
+    // with a warm-up: relaxed mode wakes once for each, plus the wake-up
+    // the first schedule's notification gives. A warm-up would end each
+    // wait 500 µs early, before this slack's end, and double the count.
+    let n = 10u32;
+    let pool = TimerPool::<u64>::builder()
+        .workers(1)
+        .precision(Precision::Slack(Duration::from_micros(200)))
+        .build()
+        .unwrap();
+    let before = pool.stats().leader_wakeups;
+    let start = Instant::now() + Duration::from_millis(20);
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let due = start + Duration::from_millis(20) * i;
+            pool.schedule(u64::from(i), due, || ()).unwrap()
+        })
+        .collect();
+    for h in handles {
+        done(h).completed().unwrap();
+    }
+    let wakeups = pool.stats().leader_wakeups - before;
+    assert!(
+        wakeups <= u64::from(n) + n as u64 / 2,
+        "{wakeups} wake-ups for {n} sparse due times"
+    );
+    pool.shutdown();
+}
+
 /// How often the pool reads its clock over `span` with nothing due within
 /// the spin window.
 fn clock_reads_while_waiting(far: Option<Duration>, span: Duration) -> u64 {

@@ -35,7 +35,8 @@
 //! due time close after the last one started would pay a spin per task,
 //! and dense streams start on time anyway, since some thread is awake).
 //! A long wait first wakes a little before its end (the *warm-up*),
-//! because a timed wait ends later the deeper its CPU slept.
+//! because a timed wait ends later the deeper its CPU slept; relaxed mode
+//! skips it.
 //! [`Precision::Spin`] adds a fixed window spun before every due time and
 //! asks the kernel to end timed waits at their deadline.
 //! [`Precision::Slack`] waits until its slack past the head, so everything
@@ -127,7 +128,8 @@ pub enum Precision {
     /// (plus the operating system's wake-up latency). The leader sleeps
     /// until this slack past the earliest due time and starts everything
     /// due by then on that one wake-up, so due times close together cost a
-    /// wake-up per slack rather than one each; no early wake, no spinning.
+    /// wake-up per slack rather than one each; no early wake, no warm-up,
+    /// no spinning.
     /// For timeouts where a millisecond does not matter (sessions, leases,
     /// retries). Never early, as in every mode. At most [`MAX_WINDOW`].
     ///
@@ -155,6 +157,13 @@ impl Precision {
             Precision::Frugal => Duration::ZERO,
             Precision::Spin(window) | Precision::Slack(window) => window,
         }
+    }
+
+    /// Whether a long wait ends with a warm-up: not in relaxed mode, which
+    /// asks for no precision; there the warm-up's wake-up would start
+    /// nothing (a slack shorter than it) or cut the batch short.
+    fn warms(self) -> bool {
+        !matches!(self, Precision::Slack(_))
     }
 
     /// Precision mode: the workers' timed waits should end at their
@@ -347,7 +356,14 @@ impl WakePlan {
         match deadline.checked_sub(window) {
             Some(wake_at) if wake_at > now => {
                 self.spinning_toward = None;
-                warmed(wake_at, now)
+                if self.precision.warms() {
+                    warmed(wake_at, now)
+                } else {
+                    Wait::Until {
+                        at: wake_at,
+                        learn: false,
+                    }
+                }
             }
             _ => {
                 if self.spinning_toward != Some(deadline) {

@@ -176,6 +176,20 @@ fn the_spin_budget_runs_dry_and_then_the_wait_ends_at_the_due_time() {
 }
 
 #[test]
+fn relaxed_mode_waits_long_without_a_warm_up() {
+    let mut plan = WakePlan::new(Precision::Slack(Duration::from_millis(2)), None);
+    let now = Instant::now();
+    let far = now + WARM_AFTER * 10;
+    assert_eq!(
+        plan.leader_wait(Some(far), false, None, now),
+        Wait::Until {
+            at: far,
+            learn: false
+        }
+    );
+}
+
+#[test]
 fn a_long_wait_warms_up_and_teaches_nothing() {
     let mut plan = WakePlan::new(Precision::Frugal, None);
     let now = Instant::now();

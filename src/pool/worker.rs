@@ -169,11 +169,9 @@ fn run_due<K: Key>(
     mut held: Option<Lead>,
     rescue: bool,
 ) -> Option<Watch> {
-    // When the latest task this call started began: the next look at the
-    // heap sees whether it ran long.
-    let mut last = None;
+    let mut runs = Runs::default();
     let watch = loop {
-        let c = match contain(shared, || start_next(shared, index, last)) {
+        let c = match contain(shared, || start_next(shared, index, runs)) {
             Some(Ok(c)) => c,
             Some(Err(next)) => break next,
             None => {
@@ -188,7 +186,7 @@ fn run_due<K: Key>(
             shared.counters.rescued(index);
         }
         let shrink = c.shrink;
-        last = Some(c.at.ns);
+        runs.started(c.at.ns);
         contain(shared, || execute(shared, index, c));
         if shrink {
             shrink_heap(shared);
@@ -203,17 +201,45 @@ fn run_due<K: Key>(
     watch
 }
 
+/// What a worker's starts tell the deputies' backup (step 4): when the
+/// latest task it started began, and the latest long run ([`wake::ran_long`])
+/// a start noticed. A start from the hold takes no state lock, so the next
+/// look at the heap records what it noticed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Runs {
+    /// When the latest task started began.
+    last: Option<i64>,
+    /// When a start last found that the task before it ran long.
+    long: Option<i64>,
+}
+
+impl Runs {
+    /// A task started at `at`, so the one before it ran until then.
+    fn started(&mut self, at: i64) {
+        if self.last.is_some_and(|before| wake::ran_long(before, at)) {
+            self.long = Some(at);
+        }
+        self.last = Some(at);
+    }
+
+    /// The latest long run as of a look at the heap at `now`: the one a
+    /// start noticed, or the latest task's run if it lasted until now.
+    fn long_run(self, now: i64) -> Option<i64> {
+        let until_now = self.last.filter(|&before| wake::ran_long(before, now));
+        until_now.map(|_| now).or(self.long)
+    }
+}
+
 /// Step 4: start the next task from this worker's hold (step 4b), or
-/// else the earliest due one (step 4); `last`: when the task this worker
-/// started before began, if it did.
+/// else the earliest due one (step 4).
 fn start_next<K: Key>(
     shared: &Shared<K>,
     index: usize,
-    last: Option<i64>,
+    runs: Runs,
 ) -> Result<Started<K>, Option<Watch>> {
     match start_held(shared, index) {
         Some(c) => Ok(c),
-        None => start_one(shared, index, last),
+        None => start_one(shared, index, runs),
     }
 }
 
@@ -279,22 +305,21 @@ fn shrink_heap<K: Key>(shared: &Shared<K>) {
 /// whose key panics on the way is told `Panicked`. `None`: nothing is due.
 /// The started task's key goes into worker `index`'s running slot; the key
 /// of its previous run, if still there, comes out and is dropped after the
-/// lock. The same reading tells whether the task this worker started
-/// before (at `last`) ran long, for the deputies' backup. `Err`: nothing
-/// is due; what to watch over as a deputy, if anything is pending.
+/// lock. The same reading tells whether this worker's latest task ran
+/// long, which goes with any long run its starts noticed (`runs`) into
+/// the deputies' backup. `Err`: nothing is due; what to watch over as a
+/// deputy, if anything is pending.
 fn start_one<K: Key>(
     shared: &Shared<K>,
     index: usize,
-    last: Option<i64>,
+    runs: Runs,
 ) -> Result<Started<K>, Option<Watch>> {
     // One reading, under the lock, decides what is due and dates the start
     // (the run begins as the lock is released).
     let mut st = shared.state.lock();
     let now = shared.time.now();
     st.seen_now = st.seen_now.max(now.ns);
-    if last.is_some_and(|started| wake::ran_long(started, now.ns)) {
-        st.long_run = Some(now.ns);
-    }
+    st.long_run = st.long_run.max(runs.long_run(now.ns));
     loop {
         // The earliest due task: the heap's, or another worker's held
         // one (step 4c), so none waits behind a running task.

@@ -93,6 +93,29 @@ fn admit_due(shared: &Shared<u64>, n: u64, ran: &Arc<std::sync::atomic::AtomicU6
         .expect("admitted");
 }
 
+/// The runs of a worker whose latest task began at `at`.
+fn after(at: i64) -> Runs {
+    let mut runs = Runs::default();
+    runs.started(at);
+    runs
+}
+
+#[test]
+fn a_long_run_between_two_starts_from_the_hold_reaches_the_next_look() {
+    let shared = engine_of(2);
+    let long = crate::pool::wake::SHORT_RUNS_BACKUP.as_nanos() as i64;
+    let now = shared.time.now().ns;
+    // Two starts from the hold, the first task running long between them,
+    // then a short one: the look at the heap that follows records the
+    // long run, though the latest task was short.
+    let mut runs = after(now - 3 * long);
+    runs.started(now - long / 2);
+    assert!(start_one(&shared, 0, runs).is_err());
+    let st = shared.state.lock();
+    assert_eq!(st.long_run, Some(now - long / 2));
+    assert_eq!(shared.backup(&st), crate::pool::wake::BACKUP);
+}
+
 #[test]
 fn a_look_at_the_heap_after_a_long_run_keeps_the_deputies_close() {
     let shared = engine_of(2);
@@ -100,19 +123,19 @@ fn a_look_at_the_heap_after_a_long_run_keeps_the_deputies_close() {
     admit_due(&shared, 1, &ran);
     let long = crate::pool::wake::SHORT_RUNS_BACKUP.as_nanos() as i64;
     // The first start follows no run of this worker's: nothing ran long.
-    let Ok(first) = start_one(&shared, 0, None) else {
+    let Ok(first) = start_one(&shared, 0, Runs::default()) else {
         panic!("a due task")
     };
     assert_eq!(shared.state.lock().long_run, None);
     // A look that follows a start just now: a short run.
-    assert!(start_one(&shared, 0, Some(first.at.ns)).is_err());
+    assert!(start_one(&shared, 0, after(first.at.ns)).is_err());
     assert_eq!(shared.state.lock().long_run, None);
     let relaxed = shared.backup(&shared.state.lock());
     assert!(relaxed > crate::pool::wake::BACKUP);
     // A look that follows a start longer than the short-runs backup ago:
     // a long run, and the deputies' backup is the close one.
     let long_ago = shared.time.now().ns - 2 * long;
-    assert!(start_one(&shared, 0, Some(long_ago)).is_err());
+    assert!(start_one(&shared, 0, after(long_ago)).is_err());
     let st = shared.state.lock();
     assert!(st.long_run.is_some());
     assert_eq!(shared.backup(&st), crate::pool::wake::BACKUP);
@@ -123,7 +146,7 @@ fn a_start_from_a_backlog_fills_the_hold_whose_tasks_stay_pending_until_started(
     let shared = engine_of(2);
     let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
     admit_due(&shared, 100, &ran);
-    let Ok(first) = start_one(&shared, 0, None) else {
+    let Ok(first) = start_one(&shared, 0, Runs::default()) else {
         panic!("a due task")
     };
     let held = shared.holds[0].lock().waiting.len();
@@ -147,7 +170,7 @@ fn a_start_from_a_backlog_fills_the_hold_whose_tasks_stay_pending_until_started(
     assert!(shared.reschedule(&TaskKey::Keyed(4), shared.time.now().ns));
     assert_eq!(shared.holds[0].lock().waiting.len(), HOLD_MAX - 4);
     // The owner starts the next task from its hold, under its lock only.
-    let Ok(next) = start_next(&shared, 0, None) else {
+    let Ok(next) = start_next(&shared, 0, Runs::default()) else {
         panic!("from the hold")
     };
     assert_eq!(next.due, first.due);
@@ -188,14 +211,14 @@ fn a_worker_with_nothing_else_due_takes_from_another_workers_hold() {
     let shared = engine_of(2);
     let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
     admit_due(&shared, 4 * 2 + 1, &ran);
-    let Ok(first) = start_one(&shared, 0, None) else {
+    let Ok(first) = start_one(&shared, 0, Runs::default()) else {
         panic!("a due task")
     };
     let held = shared.holds[0].lock().waiting.len();
     assert_eq!(held, 2, "two tasks per worker behind each held one");
     // Worker 1 drains the lane, then takes worker 0's held tasks.
     let mut started = vec![first];
-    while let Ok(c) = start_next(&shared, 1, None) {
+    while let Ok(c) = start_next(&shared, 1, Runs::default()) {
         started.push(c);
     }
     assert!(shared.holds[0].lock().waiting.is_empty(), "taken over");
@@ -229,7 +252,7 @@ fn a_worker_draining_the_heap_shrinks_it_after_each_run_that_left_it_sparse() {
         .admit(arrivals.into_iter(), |_, _| ())
         .expect("admitted");
     let (mut shrinks, mut freed) = (0, 0);
-    while let Ok(c) = start_next(&shared, 0, None) {
+    while let Ok(c) = start_next(&shared, 0, Runs::default()) {
         let shrink = c.shrink;
         execute(&shared, 0, c);
         if shrink {

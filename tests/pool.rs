@@ -138,7 +138,7 @@ fn cancel_pending_returns_true_and_task_never_runs() {
 }
 
 #[test]
-fn cancel_after_claim_returns_false() {
+fn cancel_after_start_returns_false() {
     let pool = TimerPool::<u64>::builder().workers(1).build().unwrap();
     let gate = Arc::new(Barrier::new(2));
     let g = gate.clone();

@@ -6,7 +6,7 @@
 //! - Everything here lives under the pool's state lock.
 //! - A key is *busy* from the start of its task until its worker releases
 //!   it after the run. A due task whose key is busy is *held* here instead
-//!   of being claimed; it is still pending (cancel, replace and shutdown find
+//!   of being started; it is still pending (cancel, replace and shutdown find
 //!   it here), and it goes back into the heap, with its original stamp, when
 //!   the key is released.
 //! - A key is in the heap or held, never both.
@@ -28,7 +28,7 @@ type HeldMap<K> = hashbrown::HashMap<TaskKey<K>, PoolEntry<K>, RandomState>;
 pub(crate) struct ExclusiveKeys<K> {
     /// Whether the pool keeps keys exclusive at all.
     on: bool,
-    /// Keys whose task is claimed or running.
+    /// Keys whose task is started or running.
     busy: HashSet<TaskKey<K>>,
     /// Due tasks waiting for their busy key.
     held: HeldMap<K>,
@@ -69,9 +69,9 @@ impl<K: Hash + Eq + Clone> ExclusiveKeys<K> {
         self.on && matches!(key, TaskKey::Keyed(_))
     }
 
-    /// Step 11, at a claim: the entry if it may be claimed now (its key is
-    /// then busy), or `None` if it is held until its key is released.
-    pub(crate) fn claim(&mut self, entry: PoolEntry<K>) -> Option<PoolEntry<K>> {
+    /// Step 11, at a start: the entry if it may start now (its key is then
+    /// busy), or `None` if it is held until its key is released.
+    pub(crate) fn start(&mut self, entry: PoolEntry<K>) -> Option<PoolEntry<K>> {
         if !self.applies(&entry.key) {
             return Some(entry);
         }

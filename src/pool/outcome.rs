@@ -240,7 +240,7 @@ pub(crate) enum Ran {
     /// Not run and not due: a calendar task woke to read the wall clock
     /// (its tick has not come on it yet) and put itself back
     /// (`pool/wall.rs`). Neither a run nor a report, and decided before
-    /// staleness, so never an expiry either (`worker::run_claimed`).
+    /// staleness, so never an expiry either (`worker::run_started`).
     Waited,
 }
 

@@ -63,7 +63,7 @@ pub(crate) struct Started<K> {
     /// Its due time, nanoseconds since the pool's epoch.
     due: i64,
     /// The clock's reading in the critical section that took it out of
-    /// the heap to run it at once: when it was claimed and started.
+    /// the heap to run it at once: when it started (`Timing::claimed`).
     at: Now,
     /// Its start left the heap's tables sparse: shrink them after the run
     /// (step 4d).
@@ -339,15 +339,15 @@ fn start_one<K: Key>(
             return Err(next);
         };
         match or_lose(entry, |entry| start_entry(&mut st, entry, now)) {
-            Some(Some((mut claimed, key))) => {
+            Some(Some((mut started, key))) => {
                 if shared.shows_keys() {
-                    claimed.shown = Some(show(shared, &key));
+                    started.shown = Some(show(shared, &key));
                 }
                 st.started += 1;
-                st.latest_start = st.latest_start.max(Some(claimed.due));
-                claimed.shrink = st.pending.heap_sparse();
+                st.latest_start = st.latest_start.max(Some(started.due));
+                started.shrink = st.pending.heap_sparse();
                 let ended = shared.holds[index].lock().running.replace(key);
-                let held = match holds_tasks(shared, &claimed) {
+                let held = match holds_tasks(shared, &started) {
                     true => fill(shared, &mut st, now.ns, index),
                     false => 0,
                 };
@@ -356,7 +356,7 @@ fn start_one<K: Key>(
                     shared.counters.held(index, held);
                 }
                 drop_key(shared, ended);
-                return Ok(claimed);
+                return Ok(started);
             }
             Some(None) => {} // held for its busy key
             None => shared.counters.lost_to_a_panic(),
@@ -364,10 +364,10 @@ fn start_one<K: Key>(
     }
 }
 
-/// True if a worker that started `claimed` may take more due tasks into
+/// True if a worker that made `started` may take more due tasks into
 /// its hold: a plain one-shot task, in a pool without exclusive keys.
-fn holds_tasks<K: Key>(shared: &Shared<K>, claimed: &Started<K>) -> bool {
-    let plain = matches!(claimed.task, Runnable::Once(_) | Runnable::Watched(_));
+fn holds_tasks<K: Key>(shared: &Shared<K>, started: &Started<K>) -> bool {
+    let plain = matches!(started.task, Runnable::Once(_) | Runnable::Watched(_));
     plain && !shared.config.exclusive_keys
 }
 
@@ -400,7 +400,7 @@ fn start_entry<K: Key>(
     entry: PoolEntry<K>,
     at: Now,
 ) -> Option<(Started<K>, TaskKey<K>)> {
-    let entry = st.exclusive.claim(entry)?;
+    let entry = st.exclusive.start(entry)?;
     let task = match entry.value {
         Task::Once(job) => Runnable::Once(job),
         Task::Watched(job) => Runnable::Watched(job),
@@ -417,7 +417,7 @@ fn start_entry<K: Key>(
             return None;
         }
     };
-    let claimed = Started {
+    let started = Started {
         task,
         anon: match entry.key {
             TaskKey::Keyed(_) => None,
@@ -428,12 +428,12 @@ fn start_entry<K: Key>(
         at,
         shrink: false,
     };
-    Some((claimed, entry.key))
+    Some((started, entry.key))
 }
 
 /// Run one started task, then what the run left (steps 10, 11).
 fn execute<K: Key>(shared: &Shared<K>, index: usize, c: Started<K>) {
-    let finished = run_claimed(shared, index, c.task, (c.shown, c.anon), c.due, c.at);
+    let finished = run_started(shared, index, c.task, (c.shown, c.anon), c.due, c.at);
     let exclusive = shared.config.exclusive_keys && c.anon.is_none();
     if matches!(finished, Finished::Done) && !exclusive {
         // Its key stays in the running slot until the next start.
@@ -452,9 +452,9 @@ fn drop_key<K>(shared: &Shared<K>, key: impl Into<Option<TaskKey<K>>>) {
     }
 }
 
-/// Run (or, past the staleness tolerance, expire) a claimed task outside
+/// Run (or, past the staleness tolerance, expire) a started task outside
 /// every lock, count the run, and report it to a completion stream.
-fn run_claimed<K: Key>(
+fn run_started<K: Key>(
     shared: &Shared<K>,
     index: usize,
     task: Runnable,
@@ -508,9 +508,9 @@ fn run_claimed<K: Key>(
     finished
 }
 
-/// Run a claimed task (or skip it as stale): what it did and what is left
+/// Run a started task (or skip it as stale): what it did and what is left
 /// to settle; a panic's message goes to `panic` if `ctx` keeps it.
-// Always inlined: it is `run_claimed`'s body, on every run's path; left to
+// Always inlined: it is `run_started`'s body, on every run's path; left to
 // the compiler it became a call costing about 38 instructions a run in the
 // burst (docs/benchmarks.md, "Tracing and the completion stream").
 #[inline(always)]

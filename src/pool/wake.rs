@@ -356,14 +356,7 @@ impl WakePlan {
         match deadline.checked_sub(window) {
             Some(wake_at) if wake_at > now => {
                 self.spinning_toward = None;
-                if self.precision.warms() {
-                    warmed(wake_at, now)
-                } else {
-                    Wait::Until {
-                        at: wake_at,
-                        learn: false,
-                    }
-                }
+                timed(wake_at, now, self.precision.warms())
             }
             _ => {
                 if self.spinning_toward != Some(deadline) {
@@ -435,18 +428,20 @@ impl WakePlan {
     }
 }
 
-/// A timed wait until `wake_at`, at `now`: a long one ends with a warm-up
-/// [`WARM_AHEAD`] before it, which teaches nothing (the short wait after
-/// it is the one the estimate is for).
-fn warmed(wake_at: Instant, now: Instant) -> Wait {
-    if wake_at.saturating_duration_since(now) > WARM_AFTER {
+/// A timed wait until `wake_at`, at `now`. Where the mode `warms`, a long
+/// one ends with a warm-up [`WARM_AHEAD`] before it, which teaches nothing
+/// (the short wait after it is the one the estimate is for); where it does
+/// not (relaxed mode), no wait teaches the estimate, which only the early
+/// wake reads.
+fn timed(wake_at: Instant, now: Instant, warms: bool) -> Wait {
+    if warms && wake_at.saturating_duration_since(now) > WARM_AFTER {
         if let Some(at) = wake_at.checked_sub(WARM_AHEAD) {
             return Wait::Until { at, learn: false };
         }
     }
     Wait::Until {
         at: wake_at,
-        learn: true,
+        learn: warms,
     }
 }
 
